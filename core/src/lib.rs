@@ -1,0 +1,29 @@
+//! # raidcore: the engine
+//!
+//! A `no_std`, heap-free block-storage controller core: RAID-0/1/10/5/6 geometry and parity,
+//! recovery of every failure set a level tolerates, and (in later modules) a log-structured,
+//! compressing volume layer. See `ARCHITECTURE.md` for the layering and the invariants.
+//!
+//! Modules, bottom up:
+//! - [`gf256`]: GF(2^8) arithmetic (polynomial 0x11d), tables built at compile time.
+//! - [`parity`]: P/Q generation and every RAID-5/RAID-6 recovery case.
+//! - [`raid`]: geometry (stripes, strips, rotating parity) and the array over `BlockDevice`s.
+#![no_std]
+#![deny(
+    missing_docs,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing))]
+
+#[cfg(any(feature = "std", test))]
+extern crate std;
+
+// Declared first so every module sees the logging macros.
+#[macro_use]
+mod fmt;
+
+pub mod gf256;
+pub mod parity;

@@ -1,0 +1,1 @@
+//! Shared helpers for raidcore's cross-crate tests (reference vectors, seeded data).
