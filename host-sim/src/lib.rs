@@ -1,0 +1,11 @@
+//! # raidcore-sim: the host simulator
+//!
+//! Simulated disks implementing [`raidcore_hal::BlockDevice`] (sparse memory and file images),
+//! device latency models on a virtual clock, fault injection, the NBD export, workloads and the
+//! demo. Everything here is deterministic from a seed and virtual time.
+
+pub mod clock;
+pub mod disk;
+pub mod fault;
+pub mod model;
+pub mod nbd;

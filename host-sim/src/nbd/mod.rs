@@ -1,0 +1,1 @@
+//! NBD export: work in progress (NBD issue).
