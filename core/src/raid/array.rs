@@ -1,0 +1,1202 @@
+//! The array: a fixed set of member [`BlockDevice`]s laid out by a [`Geometry`], with per-member
+//! state and error counters, full-stripe writes, normal and degraded reads, repair of bad blocks,
+//! stripe verification (the scrub primitive) and stripe reconstruction onto a new member (the
+//! rebuild primitive).
+//!
+//! Memory: the array holds no data buffers. Calls that reconstruct take a caller-provided
+//! `scratch` slice of at least [`Array::scratch_min_bytes`] bytes and work through a strip in
+//! chunks of `scratch.len() / disks` bytes, so a 1 MiB strip needs no 1 MiB buffer.
+//!
+//! Error policy (md-like): a retryable member error (transport, timeout) is retried
+//! [`ArrayConfig::retries`] times; a latent sector error is reconstructed from redundancy and the
+//! block rewritten in place (the drive remaps it); a device failure fails the member, as do too
+//! many medium errors or exhausted retries. Every decision is recorded in the [`EventLog`].
+//! A read never returns data it could not read or reconstruct: when more columns are missing
+//! than the level tolerates, it returns [`ArrayError::Unrecoverable`].
+
+use heapless::Vec;
+use raidcore_hal::{BlockDevice, Error as _, ErrorKind};
+
+use super::geometry::{Column, Geometry, Level};
+use crate::event::{Event, EventLog};
+use crate::parity::{self, Scheme};
+
+/// A set of member slots, as a bit mask (bit i = slot i).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct DiskSet(pub u32);
+
+impl DiskSet {
+    /// The empty set.
+    pub const EMPTY: DiskSet = DiskSet(0);
+    /// A set of one slot.
+    #[must_use]
+    pub const fn one(disk: usize) -> Self {
+        DiskSet(1 << disk)
+    }
+    /// Whether `disk` is in the set.
+    #[must_use]
+    pub const fn contains(self, disk: usize) -> bool {
+        disk < 32 && self.0 & (1 << disk) != 0
+    }
+    /// The set with `disk` added.
+    #[must_use]
+    pub const fn with(self, disk: usize) -> Self {
+        if disk < 32 {
+            DiskSet(self.0 | (1 << disk))
+        } else {
+            self
+        }
+    }
+    /// Number of slots in the set.
+    #[must_use]
+    pub const fn len(self) -> usize {
+        self.0.count_ones() as usize
+    }
+    /// True when empty.
+    #[must_use]
+    pub const fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+    /// Slots in the set, ascending.
+    pub fn iter(self) -> impl Iterator<Item = usize> {
+        (0..32).filter(move |d| self.contains(*d))
+    }
+}
+
+/// State of one member slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum DiskState {
+    /// In sync; read and written.
+    Online,
+    /// Failed or missing; neither read nor written.
+    Failed,
+    /// Being rebuilt: written by every stripe write, read only below the rebuild cursor.
+    Rebuilding,
+}
+
+/// Error counters of one member, since the array was assembled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct DiskErrors {
+    /// Reads that failed (after retries), any kind.
+    pub read: u32,
+    /// Writes that failed (after retries), any kind.
+    pub write: u32,
+    /// Latent sector errors met.
+    pub medium: u32,
+    /// Retryable errors (transport, timeout), counted per attempt.
+    pub transient: u32,
+    /// Blocks whose content was found wrong by a checksum or parity check.
+    pub checksum: u32,
+    /// Blocks rewritten with reconstructed data.
+    pub repaired: u32,
+}
+
+/// One member slot: the disk (absent if missing), its state and counters.
+#[derive(Debug)]
+pub struct Member<D> {
+    disk: Option<D>,
+    state: DiskState,
+    errors: DiskErrors,
+    /// While rebuilding: stripes below this index hold valid data on this member.
+    rebuilt_below: u64,
+}
+
+impl<D> Member<D> {
+    /// The member's state.
+    pub const fn state(&self) -> DiskState {
+        self.state
+    }
+    /// The member's error counters.
+    pub const fn errors(&self) -> DiskErrors {
+        self.errors
+    }
+    /// Whether a disk is present in the slot.
+    pub const fn is_present(&self) -> bool {
+        self.disk.is_some()
+    }
+    /// While rebuilding, the first stripe not yet rebuilt.
+    pub const fn rebuilt_below(&self) -> u64 {
+        self.rebuilt_below
+    }
+}
+
+/// Tunables of the member error policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ArrayConfig {
+    /// Extra attempts for a retryable error (transport, timeout) before it counts as failed.
+    pub retries: u8,
+    /// A member with more medium errors than this is failed (the drive is wearing out).
+    pub max_medium_errors: u32,
+    /// A member with more failed I/Os (after retries) than this is failed.
+    pub max_io_errors: u32,
+}
+
+impl Default for ArrayConfig {
+    fn default() -> Self {
+        ArrayConfig {
+            retries: 3,
+            max_medium_errors: 64,
+            max_io_errors: 8,
+        }
+    }
+}
+
+/// Counters of what the array did, in bytes written to members by purpose.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub struct ArrayStats {
+    /// Full stripes written.
+    pub stripes_written: u64,
+    /// Bytes of data strips written (first copy for mirrors).
+    pub data_bytes_written: u64,
+    /// Bytes of P/Q strips written, and of extra mirror copies.
+    pub redundancy_bytes_written: u64,
+    /// Bytes written outside stripes (labels, intent log) through [`Array::disk_write`].
+    pub raw_bytes_written: u64,
+    /// Bytes written by repairs and rebuilds.
+    pub repair_bytes_written: u64,
+    /// Bytes read from members.
+    pub bytes_read: u64,
+    /// Chunks reconstructed from redundancy.
+    pub reconstructions: u64,
+}
+
+/// Why an array operation failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum ArrayError {
+    /// Address or length not a whole number of member blocks, or zero length.
+    Misaligned,
+    /// Address range past the end of the data area, or a stripe/slot that does not exist.
+    OutOfRange,
+    /// The scratch buffer is smaller than [`Array::scratch_min_bytes`].
+    ScratchTooSmall,
+    /// More columns of `stripe` are missing or unreadable than the level tolerates; the data
+    /// was not returned.
+    Unrecoverable {
+        /// The stripe.
+        stripe: u64,
+    },
+    /// A stripe write reached fewer members than the level needs to keep the data.
+    WriteFailed {
+        /// The stripe.
+        stripe: u64,
+    },
+    /// A member I/O outside stripes failed (see the member's state for the cause).
+    Disk {
+        /// Member slot.
+        disk: u8,
+        /// The error kind.
+        kind: ErrorKind,
+    },
+    /// Disks given to [`Array::new`] do not fit the geometry (count, block size or size).
+    DiskMismatch,
+}
+
+impl core::fmt::Display for ArrayError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            ArrayError::Misaligned => f.write_str("I/O not aligned to the member block size"),
+            ArrayError::OutOfRange => f.write_str("I/O past the end of the array"),
+            ArrayError::ScratchTooSmall => f.write_str("scratch buffer too small"),
+            ArrayError::Unrecoverable { stripe } => {
+                write!(
+                    f,
+                    "stripe {stripe}: more failures than the RAID level tolerates"
+                )
+            }
+            ArrayError::WriteFailed { stripe } => {
+                write!(f, "stripe {stripe}: write reached too few members")
+            }
+            ArrayError::Disk { disk, kind } => write!(f, "disk {disk}: {kind}"),
+            ArrayError::DiskMismatch => f.write_str("disks do not match the geometry"),
+        }
+    }
+}
+
+/// What [`Array::verify_stripe`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct VerifyReport {
+    /// Chunks whose parity (or mirror copies) disagreed.
+    pub mismatched_chunks: u32,
+    /// Members whose strip disagrees, when the check can tell (RAID-6 syndrome, or a mirror
+    /// majority). Empty when it cannot (RAID-5, two-way mirrors) or when all agree.
+    pub suspects: DiskSet,
+    /// Whether parity P disagreed somewhere (parity levels).
+    pub p_bad: bool,
+    /// Whether parity Q disagreed somewhere (RAID-6).
+    pub q_bad: bool,
+    /// Members that could not be read (missing, failed or unreadable blocks), whose columns
+    /// were therefore not checked.
+    pub unreadable: DiskSet,
+}
+
+impl VerifyReport {
+    /// True when every readable column agreed.
+    #[must_use]
+    pub const fn consistent(&self) -> bool {
+        self.mismatched_chunks == 0
+    }
+}
+
+/// A RAID array over up to `N` member disks of type `D`.
+#[derive(Debug)]
+pub struct Array<D, const N: usize> {
+    geo: Geometry,
+    members: Vec<Member<D>, N>,
+    cfg: ArrayConfig,
+    events: EventLog,
+    stats: ArrayStats,
+}
+
+type Slot = usize;
+
+/// Outcome of one member I/O after retries.
+enum IoOutcome {
+    Ok,
+    /// The member could not do it; the member's state and counters are already updated.
+    Failed(ErrorKind),
+}
+
+impl<D: BlockDevice, const N: usize> Array<D, N> {
+    /// Assembles an array. `disks` yields one entry per member slot in slot order (`None` for a
+    /// missing member, which starts [`DiskState::Failed`]). Every present disk must have the
+    /// geometry's block size and at least `data_start_lba + stripes * strip_blocks` blocks.
+    pub fn new(
+        geo: Geometry,
+        disks: impl IntoIterator<Item = Option<D>>,
+        cfg: ArrayConfig,
+    ) -> Result<Self, ArrayError> {
+        let mut members = Vec::new();
+        let need = geo.stripe_lba(geo.stripes());
+        for d in disks {
+            if let Some(disk) = &d
+                && (disk.block_size().bytes() != geo.block_bytes() || disk.block_count() < need)
+            {
+                return Err(ArrayError::DiskMismatch);
+            }
+            let state = if d.is_some() {
+                DiskState::Online
+            } else {
+                DiskState::Failed
+            };
+            members
+                .push(Member {
+                    disk: d,
+                    state,
+                    errors: DiskErrors::default(),
+                    rebuilt_below: 0,
+                })
+                .map_err(|_| ArrayError::DiskMismatch)?;
+        }
+        if members.len() != geo.disks() || geo.disks() > 32 {
+            return Err(ArrayError::DiskMismatch);
+        }
+        Ok(Array {
+            geo,
+            members,
+            cfg,
+            events: EventLog::new(),
+            stats: ArrayStats::default(),
+        })
+    }
+
+    /// The geometry.
+    pub const fn geometry(&self) -> &Geometry {
+        &self.geo
+    }
+
+    /// Member slots in order.
+    pub fn members(&self) -> &[Member<D>] {
+        &self.members
+    }
+
+    /// One member slot.
+    pub fn member(&self, disk: usize) -> Option<&Member<D>> {
+        self.members.get(disk)
+    }
+
+    /// The event log (the pool appends its own events here too).
+    pub const fn events(&self) -> &EventLog {
+        &self.events
+    }
+
+    /// The event log, for appending.
+    pub const fn events_mut(&mut self) -> &mut EventLog {
+        &mut self.events
+    }
+
+    /// Byte counters.
+    pub const fn stats(&self) -> &ArrayStats {
+        &self.stats
+    }
+
+    /// Direct access to a member disk (for tests and tools); `None` if missing.
+    pub fn disk_mut(&mut self, disk: usize) -> Option<&mut D> {
+        self.members.get_mut(disk).and_then(|m| m.disk.as_mut())
+    }
+
+    /// Smallest scratch buffer reconstructing calls accept: one member block per member.
+    pub const fn scratch_min_bytes(&self) -> usize {
+        self.geo.disks() * self.geo.block_bytes()
+    }
+
+    /// Members currently failed or missing.
+    pub fn failed(&self) -> DiskSet {
+        self.members
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| m.state == DiskState::Failed)
+            .fold(DiskSet::EMPTY, |s, (i, _)| s.with(i))
+    }
+
+    /// Members not in sync (failed, missing or rebuilding).
+    pub fn not_in_sync(&self) -> DiskSet {
+        self.members
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| m.state != DiskState::Online)
+            .fold(DiskSet::EMPTY, |s, (i, _)| s.with(i))
+    }
+
+    /// Fails a member by hand (or by policy above the array). Its disk stays in the slot until
+    /// [`Array::replace`] takes it out.
+    pub fn fail(&mut self, disk: usize, kind: ErrorKind) -> Result<(), ArrayError> {
+        let m = self.members.get_mut(disk).ok_or(ArrayError::OutOfRange)?;
+        if m.state != DiskState::Failed {
+            m.state = DiskState::Failed;
+            self.events.push(Event::DiskFailed {
+                disk: disk as u8,
+                kind,
+            });
+        }
+        Ok(())
+    }
+
+    /// Puts `new` into slot `disk` in state [`DiskState::Rebuilding`] with nothing rebuilt yet,
+    /// returning the disk that was there. The new disk must fit the geometry.
+    pub fn replace(&mut self, disk: usize, new: D) -> Result<Option<D>, ArrayError> {
+        let need = self.geo.stripe_lba(self.geo.stripes());
+        if new.block_size().bytes() != self.geo.block_bytes() || new.block_count() < need {
+            return Err(ArrayError::DiskMismatch);
+        }
+        let m = self.members.get_mut(disk).ok_or(ArrayError::OutOfRange)?;
+        let old = m.disk.replace(new);
+        m.state = DiskState::Rebuilding;
+        m.rebuilt_below = 0;
+        m.errors = DiskErrors::default();
+        Ok(old)
+    }
+
+    /// Sets a rebuilding member's cursor: stripes below `stripe` are valid on it. Used by the
+    /// pool's rebuild and when resuming a rebuild after import.
+    pub fn set_rebuilt_below(&mut self, disk: usize, stripe: u64) -> Result<(), ArrayError> {
+        let m = self.members.get_mut(disk).ok_or(ArrayError::OutOfRange)?;
+        m.rebuilt_below = stripe;
+        Ok(())
+    }
+
+    /// Marks a rebuilding member in sync.
+    pub fn set_online(&mut self, disk: usize) -> Result<(), ArrayError> {
+        let m = self.members.get_mut(disk).ok_or(ArrayError::OutOfRange)?;
+        if m.disk.is_none() {
+            return Err(ArrayError::OutOfRange);
+        }
+        m.state = DiskState::Online;
+        Ok(())
+    }
+
+    /// Sets a member's state directly (pool import restores recorded states).
+    pub fn set_state(&mut self, disk: usize, state: DiskState) -> Result<(), ArrayError> {
+        let m = self.members.get_mut(disk).ok_or(ArrayError::OutOfRange)?;
+        if state != DiskState::Failed && m.disk.is_none() {
+            return Err(ArrayError::OutOfRange);
+        }
+        m.state = state;
+        Ok(())
+    }
+
+    /// Takes a member's disk out of its slot (which becomes failed/missing).
+    pub fn take(&mut self, disk: usize) -> Option<D> {
+        let m = self.members.get_mut(disk)?;
+        m.state = DiskState::Failed;
+        m.disk.take()
+    }
+
+    /// Counts a checksum mismatch against a member (the pool found its data wrong).
+    pub fn note_checksum_error(&mut self, disk: usize) {
+        if let Some(m) = self.members.get_mut(disk) {
+            m.errors.checksum = m.errors.checksum.saturating_add(1);
+        }
+    }
+
+    fn readable(&self, disk: Slot, stripe: u64) -> bool {
+        self.members.get(disk).is_some_and(|m| {
+            m.disk.is_some()
+                && match m.state {
+                    DiskState::Online => true,
+                    DiskState::Rebuilding => stripe < m.rebuilt_below,
+                    DiskState::Failed => false,
+                }
+        })
+    }
+
+    fn writable(&self, disk: Slot) -> bool {
+        self.members
+            .get(disk)
+            .is_some_and(|m| m.disk.is_some() && m.state != DiskState::Failed)
+    }
+
+    /// Records a failed member I/O and applies the failure policy.
+    fn note_error(&mut self, disk: Slot, kind: ErrorKind, write: bool) {
+        let cfg = self.cfg;
+        let Some(m) = self.members.get_mut(disk) else {
+            return;
+        };
+        if write {
+            m.errors.write = m.errors.write.saturating_add(1);
+        } else {
+            m.errors.read = m.errors.read.saturating_add(1);
+        }
+        let fail = match kind {
+            ErrorKind::Medium { lba } => {
+                m.errors.medium = m.errors.medium.saturating_add(1);
+                self.events.push(Event::MediumError {
+                    disk: disk as u8,
+                    lba,
+                });
+                // A write that meets a medium error means the drive could not remap: fail it.
+                write || m.errors.medium > cfg.max_medium_errors
+            }
+            ErrorKind::Transport | ErrorKind::Timeout => {
+                write || m.errors.read.saturating_add(m.errors.write) > cfg.max_io_errors
+            }
+            _ => true,
+        };
+        if fail && m.state != DiskState::Failed {
+            m.state = DiskState::Failed;
+            self.events.push(Event::DiskFailed {
+                disk: disk as u8,
+                kind,
+            });
+        }
+    }
+
+    fn dev_read(&mut self, disk: Slot, lba: u64, buf: &mut [u8]) -> IoOutcome {
+        let retries = self.cfg.retries;
+        let mut attempt = 0u8;
+        loop {
+            let Some(d) = self.members.get_mut(disk).and_then(|m| m.disk.as_mut()) else {
+                return IoOutcome::Failed(ErrorKind::DeviceFailed);
+            };
+            match d.read(lba, buf) {
+                Ok(()) => {
+                    self.stats.bytes_read += buf.len() as u64;
+                    if attempt > 0 {
+                        self.events.push(Event::RetrySucceeded {
+                            disk: disk as u8,
+                            write: false,
+                        });
+                    }
+                    return IoOutcome::Ok;
+                }
+                Err(e) => {
+                    let kind = e.kind();
+                    if kind.is_retryable() && attempt < retries {
+                        attempt += 1;
+                        if let Some(m) = self.members.get_mut(disk) {
+                            m.errors.transient = m.errors.transient.saturating_add(1);
+                        }
+                        continue;
+                    }
+                    self.note_error(disk, kind, false);
+                    return IoOutcome::Failed(kind);
+                }
+            }
+        }
+    }
+
+    fn dev_write(&mut self, disk: Slot, lba: u64, buf: &[u8]) -> IoOutcome {
+        let retries = self.cfg.retries;
+        let mut attempt = 0u8;
+        loop {
+            let Some(d) = self.members.get_mut(disk).and_then(|m| m.disk.as_mut()) else {
+                return IoOutcome::Failed(ErrorKind::DeviceFailed);
+            };
+            match d.write(lba, buf) {
+                Ok(()) => {
+                    if attempt > 0 {
+                        self.events.push(Event::RetrySucceeded {
+                            disk: disk as u8,
+                            write: true,
+                        });
+                    }
+                    return IoOutcome::Ok;
+                }
+                Err(e) => {
+                    let kind = e.kind();
+                    if kind.is_retryable() && attempt < retries {
+                        attempt += 1;
+                        if let Some(m) = self.members.get_mut(disk) {
+                            m.errors.transient = m.errors.transient.saturating_add(1);
+                        }
+                        continue;
+                    }
+                    self.note_error(disk, kind, true);
+                    return IoOutcome::Failed(kind);
+                }
+            }
+        }
+    }
+
+    fn scheme(&self) -> Option<Scheme> {
+        match self.geo.level() {
+            Level::Raid5 => Some(Scheme::P),
+            Level::Raid6 => Some(Scheme::PQ),
+            _ => None,
+        }
+    }
+
+    /// Writes one whole stripe: `data` is the stripe's data, `stripe_data_bytes()` long, data
+    /// strip after data strip. Parity (or mirror copies) is computed and every writable member
+    /// written; failed members are skipped. `scratch`: at least two member blocks (parity is
+    /// computed and written in chunks of `scratch.len() / 2`).
+    ///
+    /// Errors: [`ArrayError::WriteFailed`] when fewer members took their strip than the level
+    /// needs to hold the data (the stripe must then be considered lost); shape errors.
+    pub fn write_stripe(
+        &mut self,
+        stripe: u64,
+        data: &[u8],
+        scratch: &mut [u8],
+    ) -> Result<(), ArrayError> {
+        let geo = self.geo;
+        if stripe >= geo.stripes() {
+            return Err(ArrayError::OutOfRange);
+        }
+        if data.len() != geo.stripe_data_bytes() {
+            return Err(ArrayError::Misaligned);
+        }
+        let bb = geo.block_bytes();
+        if scratch.len() < 2 * bb {
+            return Err(ArrayError::ScratchTooSmall);
+        }
+        let sb = geo.strip_bytes();
+        let lba = geo.stripe_lba(stripe);
+        let k = geo.data_strips();
+        // Data strips (and mirror copies).
+        for (i, strip) in data.chunks_exact(sb).enumerate() {
+            for copy in 0..geo.copies() {
+                let col = match geo.level() {
+                    Level::Raid1 | Level::Raid10 => Column::Mirror { data: i, copy },
+                    _ => Column::Data(i),
+                };
+                let disk = geo.disk_of(stripe, col).ok_or(ArrayError::OutOfRange)?;
+                if !self.writable(disk) {
+                    continue;
+                }
+                if let IoOutcome::Ok = self.dev_write(disk, lba, strip) {
+                    if copy == 0 {
+                        self.stats.data_bytes_written += sb as u64;
+                    } else {
+                        self.stats.redundancy_bytes_written += sb as u64;
+                    }
+                }
+            }
+        }
+        // Parity, chunk by chunk.
+        if let Some(scheme) = self.scheme() {
+            let chunk = (scratch.len() / 2 / bb * bb).min(sb);
+            let (pbuf, rest) = scratch.split_at_mut(chunk);
+            let qbuf = rest.get_mut(..chunk).ok_or(ArrayError::ScratchTooSmall)?;
+            let p_disk = geo
+                .disk_of(stripe, Column::P)
+                .ok_or(ArrayError::OutOfRange)?;
+            let q_disk = geo.disk_of(stripe, Column::Q);
+            let mut off = 0;
+            while off < sb {
+                let len = chunk.min(sb - off);
+                let mut cols: Vec<&[u8], 32> = Vec::new();
+                for i in 0..k {
+                    let s = data
+                        .get(i * sb + off..i * sb + off + len)
+                        .ok_or(ArrayError::OutOfRange)?;
+                    cols.push(s).map_err(|_| ArrayError::OutOfRange)?;
+                }
+                let p = pbuf.get_mut(..len).ok_or(ArrayError::ScratchTooSmall)?;
+                let q = qbuf.get_mut(..len).ok_or(ArrayError::ScratchTooSmall)?;
+                match scheme {
+                    Scheme::P => parity::gen_p(&cols, p),
+                    Scheme::PQ => parity::gen_pq(&cols, p, q),
+                }
+                .map_err(|_| ArrayError::Misaligned)?;
+                let at = lba + (off / bb) as u64;
+                if self.writable(p_disk)
+                    && let IoOutcome::Ok = self.dev_write(p_disk, at, p)
+                {
+                    self.stats.redundancy_bytes_written += len as u64;
+                }
+                if let Some(qd) = q_disk
+                    && self.writable(qd)
+                    && let IoOutcome::Ok = self.dev_write(qd, at, q)
+                {
+                    self.stats.redundancy_bytes_written += len as u64;
+                }
+                off += len;
+            }
+        }
+        self.stats.stripes_written += 1;
+        // Which members now hold their strip of this stripe?
+        let written = (0..geo.disks())
+            .filter(|d| self.writable(*d))
+            .fold(DiskSet::EMPTY, DiskSet::with);
+        if self.stripe_recoverable_from(stripe, written) {
+            Ok(())
+        } else {
+            Err(ArrayError::WriteFailed { stripe })
+        }
+    }
+
+    /// Whether every data strip of `stripe` can be had from the members in `have`.
+    fn stripe_recoverable_from(&self, stripe: u64, have: DiskSet) -> bool {
+        let geo = &self.geo;
+        let missing = geo.disks() - (0..geo.disks()).filter(|d| have.contains(*d)).count();
+        match geo.level() {
+            Level::Raid0 => missing == 0,
+            Level::Raid5 | Level::Raid6 => missing <= geo.parity_strips(),
+            Level::Raid1 | Level::Raid10 => (0..geo.data_strips()).all(|i| {
+                (0..geo.copies()).any(|c| {
+                    geo.disk_of(stripe, Column::Mirror { data: i, copy: c })
+                        .is_some_and(|d| have.contains(d))
+                })
+            }),
+        }
+    }
+
+    /// Reads `buf.len()` bytes of array data from array byte address `addr` (data bytes only,
+    /// stripe after stripe; see [`Geometry::locate`]). `addr` and `buf.len()` are multiples of
+    /// the member block size. Missing or unreadable columns are reconstructed from redundancy;
+    /// blocks that failed with a medium error are rewritten in place.
+    pub fn read(
+        &mut self,
+        addr: u64,
+        buf: &mut [u8],
+        scratch: &mut [u8],
+    ) -> Result<(), ArrayError> {
+        self.read_excluding(addr, buf, scratch, DiskSet::EMPTY)
+    }
+
+    /// Like [`Array::read`], but treats the members in `exclude` as unavailable: their columns
+    /// are reconstructed from the others. The pool uses it to find which member holds silently
+    /// corrupted data (a checksum mismatch) before repairing it.
+    pub fn read_excluding(
+        &mut self,
+        addr: u64,
+        buf: &mut [u8],
+        scratch: &mut [u8],
+        exclude: DiskSet,
+    ) -> Result<(), ArrayError> {
+        let geo = self.geo;
+        let bb = geo.block_bytes() as u64;
+        if buf.is_empty() || !addr.is_multiple_of(bb) || !(buf.len() as u64).is_multiple_of(bb) {
+            return Err(ArrayError::Misaligned);
+        }
+        let end = addr
+            .checked_add(buf.len() as u64)
+            .ok_or(ArrayError::OutOfRange)?;
+        if end > geo.data_bytes() {
+            return Err(ArrayError::OutOfRange);
+        }
+        let sb = geo.strip_bytes();
+        let mut done = 0usize;
+        while done < buf.len() {
+            let (stripe, strip, off) = geo
+                .locate(addr + done as u64)
+                .ok_or(ArrayError::OutOfRange)?;
+            let len = (sb - off).min(buf.len() - done);
+            let out = buf
+                .get_mut(done..done + len)
+                .ok_or(ArrayError::OutOfRange)?;
+            self.read_piece(stripe, strip, off, out, scratch, exclude)?;
+            done += len;
+        }
+        Ok(())
+    }
+
+    /// Reads bytes `off..off + out.len()` of data strip `strip` of `stripe` (within one strip).
+    fn read_piece(
+        &mut self,
+        stripe: u64,
+        strip: usize,
+        off: usize,
+        out: &mut [u8],
+        scratch: &mut [u8],
+        exclude: DiskSet,
+    ) -> Result<(), ArrayError> {
+        let geo = self.geo;
+        let lba = geo.stripe_lba(stripe) + (off / geo.block_bytes()) as u64;
+        match geo.level() {
+            Level::Raid1 | Level::Raid10 => {
+                let mut bad = DiskSet::EMPTY;
+                let mut got = None;
+                for copy in 0..geo.copies() {
+                    let d = geo
+                        .disk_of(stripe, Column::Mirror { data: strip, copy })
+                        .ok_or(ArrayError::OutOfRange)?;
+                    if exclude.contains(d) || !self.readable(d, stripe) {
+                        continue;
+                    }
+                    match self.dev_read(d, lba, out) {
+                        IoOutcome::Ok => {
+                            got = Some(d);
+                            break;
+                        }
+                        IoOutcome::Failed(ErrorKind::Medium { .. }) => bad = bad.with(d),
+                        IoOutcome::Failed(_) => {}
+                    }
+                }
+                if got.is_none() {
+                    self.events.push(Event::Unrecoverable { stripe });
+                    return Err(ArrayError::Unrecoverable { stripe });
+                }
+                // Rewrite the copies that had latent sector errors with the good data.
+                for d in bad.iter() {
+                    self.repair_write(d, lba, out);
+                }
+                Ok(())
+            }
+            Level::Raid0 | Level::Raid5 | Level::Raid6 => {
+                let d = geo
+                    .disk_of(stripe, Column::Data(strip))
+                    .ok_or(ArrayError::OutOfRange)?;
+                let mut repair = DiskSet::EMPTY;
+                if !exclude.contains(d) && self.readable(d, stripe) {
+                    match self.dev_read(d, lba, out) {
+                        IoOutcome::Ok => return Ok(()),
+                        IoOutcome::Failed(ErrorKind::Medium { .. }) => repair = repair.with(d),
+                        IoOutcome::Failed(_) => {}
+                    }
+                }
+                if geo.level() == Level::Raid0 {
+                    self.events.push(Event::Unrecoverable { stripe });
+                    return Err(ArrayError::Unrecoverable { stripe });
+                }
+                self.reconstruct_range(
+                    stripe,
+                    off,
+                    out.len(),
+                    Some((strip, out)),
+                    exclude,
+                    repair,
+                    scratch,
+                )
+            }
+        }
+    }
+
+    fn repair_write(&mut self, disk: Slot, lba: u64, data: &[u8]) {
+        if !self.writable(disk) {
+            return;
+        }
+        if let IoOutcome::Ok = self.dev_write(disk, lba, data) {
+            self.stats.repair_bytes_written += data.len() as u64;
+            let blocks = (data.len() / self.geo.block_bytes()) as u32;
+            if let Some(m) = self.members.get_mut(disk) {
+                m.errors.repaired = m.errors.repaired.saturating_add(blocks);
+            }
+            self.events.push(Event::Repaired {
+                disk: disk as u8,
+                lba,
+                blocks,
+            });
+        }
+    }
+
+    /// Reconstructs bytes `off..off + len` of every column of a parity stripe, chunk by chunk,
+    /// treating `exclude` members as erased. Copies data strip `want.0` into `want.1` and
+    /// rewrites the columns of members in `repair` (and of members that meet a medium error on
+    /// the way) with the reconstructed bytes.
+    #[allow(clippy::too_many_arguments)]
+    fn reconstruct_range(
+        &mut self,
+        stripe: u64,
+        off: usize,
+        len: usize,
+        mut want: Option<(usize, &mut [u8])>,
+        exclude: DiskSet,
+        repair: DiskSet,
+        scratch: &mut [u8],
+    ) -> Result<(), ArrayError> {
+        let geo = self.geo;
+        let scheme = self.scheme().ok_or(ArrayError::Unrecoverable { stripe })?;
+        let n = geo.disks();
+        let bb = geo.block_bytes();
+        let chunk = (scratch.len() / n / bb * bb).min(len);
+        if chunk == 0 {
+            return Err(ArrayError::ScratchTooSmall);
+        }
+        let k = geo.data_strips();
+        let ncols = k + geo.parity_strips();
+        let base = geo.stripe_lba(stripe);
+        let mut done = 0;
+        while done < len {
+            let clen = chunk.min(len - done);
+            let at = base + ((off + done) / bb) as u64;
+            let mut erased: Vec<usize, 2> = Vec::new();
+            let mut erased_disks = DiskSet::EMPTY;
+            let mut rewrite = repair;
+            // Read every column we can into its slot.
+            for (ci, slot) in scratch.chunks_exact_mut(chunk).take(ncols).enumerate() {
+                let col = geo.parity_column(ci).ok_or(ArrayError::OutOfRange)?;
+                let d = geo.disk_of(stripe, col).ok_or(ArrayError::OutOfRange)?;
+                let slot = slot.get_mut(..clen).ok_or(ArrayError::ScratchTooSmall)?;
+                let ok = !exclude.contains(d)
+                    && !repair.contains(d)
+                    && self.readable(d, stripe)
+                    && match self.dev_read(d, at, slot) {
+                        IoOutcome::Ok => true,
+                        IoOutcome::Failed(ErrorKind::Medium { .. }) => {
+                            rewrite = rewrite.with(d);
+                            false
+                        }
+                        IoOutcome::Failed(_) => false,
+                    };
+                if !ok {
+                    erased_disks = erased_disks.with(d);
+                    if erased.push(ci).is_err() {
+                        self.events.push(Event::Unrecoverable { stripe });
+                        return Err(ArrayError::Unrecoverable { stripe });
+                    }
+                }
+            }
+            if erased.len() > geo.parity_strips() {
+                self.events.push(Event::Unrecoverable { stripe });
+                return Err(ArrayError::Unrecoverable { stripe });
+            }
+            {
+                let mut cols: Vec<&mut [u8], 34> = Vec::new();
+                for slot in scratch.chunks_exact_mut(chunk).take(ncols) {
+                    let s = slot.get_mut(..clen).ok_or(ArrayError::ScratchTooSmall)?;
+                    cols.push(s).map_err(|_| ArrayError::OutOfRange)?;
+                }
+                parity::reconstruct(&mut cols, scheme, &erased)
+                    .map_err(|_| ArrayError::Misaligned)?;
+            }
+            if !erased.is_empty() {
+                self.stats.reconstructions += 1;
+            }
+            if let Some((strip, out)) = want.as_mut() {
+                let src = scratch
+                    .get(*strip * chunk..*strip * chunk + clen)
+                    .ok_or(ArrayError::OutOfRange)?;
+                out.get_mut(done..done + clen)
+                    .ok_or(ArrayError::OutOfRange)?
+                    .copy_from_slice(src);
+            }
+            for d in rewrite.iter() {
+                let Some(ci) = geo.column_of(stripe, d).and_then(|c| geo.parity_index(c)) else {
+                    continue;
+                };
+                if let Some(src) = scratch.get(ci * chunk..ci * chunk + clen) {
+                    self.repair_write(d, at, src);
+                }
+            }
+            done += clen;
+        }
+        Ok(())
+    }
+
+    /// Rewrites bytes `off..off + len` of the strips of `stripe` held by the members in `disks`
+    /// with data reconstructed from the other members (mirrors: copied from a good copy). Used
+    /// for rebuild (a whole strip onto a new member), scrub and checksum repairs. `off` and
+    /// `len` are multiples of the member block size within one strip.
+    pub fn repair(
+        &mut self,
+        stripe: u64,
+        off: usize,
+        len: usize,
+        disks: DiskSet,
+        scratch: &mut [u8],
+    ) -> Result<(), ArrayError> {
+        let geo = self.geo;
+        let bb = geo.block_bytes();
+        if stripe >= geo.stripes() {
+            return Err(ArrayError::OutOfRange);
+        }
+        if len == 0
+            || !off.is_multiple_of(bb)
+            || !len.is_multiple_of(bb)
+            || off + len > geo.strip_bytes()
+        {
+            return Err(ArrayError::Misaligned);
+        }
+        if scratch.len() < self.scratch_min_bytes() {
+            return Err(ArrayError::ScratchTooSmall);
+        }
+        match geo.level() {
+            Level::Raid0 => Err(ArrayError::Unrecoverable { stripe }),
+            Level::Raid5 | Level::Raid6 => {
+                self.reconstruct_range(stripe, off, len, None, disks, disks, scratch)
+            }
+            Level::Raid1 | Level::Raid10 => {
+                let chunk = (scratch.len() / bb * bb).min(len);
+                let base = geo.stripe_lba(stripe);
+                for strip in 0..geo.data_strips() {
+                    let targets: Vec<usize, 32> = (0..geo.copies())
+                        .filter_map(|c| {
+                            geo.disk_of(
+                                stripe,
+                                Column::Mirror {
+                                    data: strip,
+                                    copy: c,
+                                },
+                            )
+                        })
+                        .filter(|d| disks.contains(*d))
+                        .collect();
+                    if targets.is_empty() {
+                        continue;
+                    }
+                    let mut done = 0;
+                    while done < len {
+                        let clen = chunk.min(len - done);
+                        let buf = scratch.get_mut(..clen).ok_or(ArrayError::ScratchTooSmall)?;
+                        let at = base + ((off + done) / bb) as u64;
+                        // Read from a copy not being repaired; read_piece skips excluded ones.
+                        self.read_piece(stripe, strip, off + done, buf, &mut [], disks)?;
+                        for &d in &targets {
+                            self.repair_write(d, at, buf);
+                        }
+                        done += clen;
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Rebuilds `stripe`'s strip on member `disk` from the others (the rebuild primitive). The
+    /// member must be writable (normally [`DiskState::Rebuilding`]).
+    pub fn rebuild_stripe(
+        &mut self,
+        stripe: u64,
+        disk: usize,
+        scratch: &mut [u8],
+    ) -> Result<(), ArrayError> {
+        if !self.writable(disk) {
+            return Err(ArrayError::OutOfRange);
+        }
+        self.repair(
+            stripe,
+            0,
+            self.geo.strip_bytes(),
+            DiskSet::one(disk),
+            scratch,
+        )
+    }
+
+    /// Reads every strip of `stripe` and checks that parity (or the mirror copies) agree, without
+    /// changing anything (the scrub primitive). Unreadable members are reported, not fatal.
+    pub fn verify_stripe(
+        &mut self,
+        stripe: u64,
+        scratch: &mut [u8],
+    ) -> Result<VerifyReport, ArrayError> {
+        let geo = self.geo;
+        if stripe >= geo.stripes() {
+            return Err(ArrayError::OutOfRange);
+        }
+        if scratch.len() < self.scratch_min_bytes() {
+            return Err(ArrayError::ScratchTooSmall);
+        }
+        let n = geo.disks();
+        let bb = geo.block_bytes();
+        let sb = geo.strip_bytes();
+        let chunk = (scratch.len() / n / bb * bb).min(sb);
+        let base = geo.stripe_lba(stripe);
+        let mut rep = VerifyReport::default();
+        let mut suspect_votes: Option<Option<usize>> = None;
+        let mut off = 0;
+        while off < sb {
+            let clen = chunk.min(sb - off);
+            let at = base + (off / bb) as u64;
+            // Slot i holds member i's strip bytes.
+            for (d, slot) in scratch.chunks_exact_mut(chunk).take(n).enumerate() {
+                let slot = slot.get_mut(..clen).ok_or(ArrayError::ScratchTooSmall)?;
+                if rep.unreadable.contains(d) {
+                    continue;
+                }
+                let ok =
+                    self.readable(d, stripe) && matches!(self.dev_read(d, at, slot), IoOutcome::Ok);
+                if !ok {
+                    rep.unreadable = rep.unreadable.with(d);
+                }
+            }
+            let chunk_suspect: Option<Option<usize>> = match geo.level() {
+                Level::Raid0 => None,
+                Level::Raid5 | Level::Raid6 => {
+                    let scheme = self.scheme().ok_or(ArrayError::OutOfRange)?;
+                    if rep.unreadable.is_empty() {
+                        let mut cols: Vec<&[u8], 34> = Vec::new();
+                        for ci in 0..geo.data_strips() + geo.parity_strips() {
+                            let col = geo.parity_column(ci).ok_or(ArrayError::OutOfRange)?;
+                            let d = geo.disk_of(stripe, col).ok_or(ArrayError::OutOfRange)?;
+                            let s = scratch
+                                .get(d * chunk..d * chunk + clen)
+                                .ok_or(ArrayError::OutOfRange)?;
+                            cols.push(s).map_err(|_| ArrayError::OutOfRange)?;
+                        }
+                        match parity::check(&cols, scheme).map_err(|_| ArrayError::Misaligned)? {
+                            parity::CheckResult::Consistent => None,
+                            parity::CheckResult::Mismatch {
+                                p_bad,
+                                q_bad,
+                                suspect,
+                            } => {
+                                rep.p_bad |= p_bad;
+                                rep.q_bad |= q_bad;
+                                let disk = suspect
+                                    .and_then(|ci| geo.parity_column(ci))
+                                    .and_then(|col| geo.disk_of(stripe, col));
+                                Some(disk)
+                            }
+                        }
+                    } else {
+                        // With a column missing, parity can only be checked by the pool's
+                        // checksums; nothing more to compare here.
+                        None
+                    }
+                }
+                Level::Raid1 | Level::Raid10 => {
+                    let mut verdict = None;
+                    for strip in 0..geo.data_strips() {
+                        let copies: Vec<usize, 32> = (0..geo.copies())
+                            .filter_map(|c| {
+                                geo.disk_of(
+                                    stripe,
+                                    Column::Mirror {
+                                        data: strip,
+                                        copy: c,
+                                    },
+                                )
+                            })
+                            .filter(|d| !rep.unreadable.contains(*d))
+                            .collect();
+                        let Some(&first) = copies.first() else {
+                            continue;
+                        };
+                        let a = scratch
+                            .get(first * chunk..first * chunk + clen)
+                            .ok_or(ArrayError::OutOfRange)?;
+                        let differs = copies.iter().skip(1).any(|&d| {
+                            scratch
+                                .get(d * chunk..d * chunk + clen)
+                                .is_none_or(|b| a != b)
+                        });
+                        if differs {
+                            // With three or more copies, a lone dissenter is the suspect.
+                            let slot = |d: usize| scratch.get(d * chunk..d * chunk + clen);
+                            let odd = copies.iter().copied().find(|&d| {
+                                let mut others = copies.iter().copied().filter(|&e| e != d);
+                                let first_other = others.next().and_then(slot);
+                                copies.len() >= 3
+                                    && slot(d) != first_other
+                                    && others.all(|e| slot(e) == first_other)
+                            });
+                            verdict = Some(odd);
+                        }
+                    }
+                    verdict
+                }
+            };
+            if let Some(s) = chunk_suspect {
+                rep.mismatched_chunks += 1;
+                suspect_votes = match suspect_votes {
+                    None => Some(s),
+                    Some(prev) if prev == s => Some(prev),
+                    Some(_) => Some(None),
+                };
+            }
+            off += clen;
+        }
+        if let Some(Some(d)) = suspect_votes {
+            rep.suspects = DiskSet::one(d);
+        }
+        Ok(rep)
+    }
+
+    /// Reads `buf.len()` bytes from member `disk` at member block `lba`, outside the stripe
+    /// layout (labels, intent log). Retries and error policy apply.
+    pub fn disk_read(&mut self, disk: usize, lba: u64, buf: &mut [u8]) -> Result<(), ArrayError> {
+        let present = self.members.get(disk).is_some_and(|m| m.disk.is_some());
+        if !present {
+            return Err(ArrayError::Disk {
+                disk: disk as u8,
+                kind: ErrorKind::DeviceFailed,
+            });
+        }
+        match self.dev_read(disk, lba, buf) {
+            IoOutcome::Ok => Ok(()),
+            IoOutcome::Failed(kind) => Err(ArrayError::Disk {
+                disk: disk as u8,
+                kind,
+            }),
+        }
+    }
+
+    /// Writes `buf` to member `disk` at member block `lba`, outside the stripe layout (labels,
+    /// intent log). Refused for failed members.
+    pub fn disk_write(&mut self, disk: usize, lba: u64, buf: &[u8]) -> Result<(), ArrayError> {
+        if !self.writable(disk) {
+            return Err(ArrayError::Disk {
+                disk: disk as u8,
+                kind: ErrorKind::DeviceFailed,
+            });
+        }
+        match self.dev_write(disk, lba, buf) {
+            IoOutcome::Ok => {
+                self.stats.raw_bytes_written += buf.len() as u64;
+                Ok(())
+            }
+            IoOutcome::Failed(kind) => Err(ArrayError::Disk {
+                disk: disk as u8,
+                kind,
+            }),
+        }
+    }
+
+    /// Flushes every writable member's write cache. A member whose flush fails is failed.
+    /// Returns the members that are durable now.
+    pub fn flush(&mut self) -> DiskSet {
+        let mut ok = DiskSet::EMPTY;
+        for d in 0..self.members.len() {
+            if !self.writable(d) {
+                continue;
+            }
+            let retries = self.cfg.retries;
+            let mut attempt = 0;
+            let res = loop {
+                let Some(dev) = self.members.get_mut(d).and_then(|m| m.disk.as_mut()) else {
+                    break Err(ErrorKind::DeviceFailed);
+                };
+                match dev.flush() {
+                    Ok(()) => break Ok(()),
+                    Err(e) if e.kind().is_retryable() && attempt < retries => attempt += 1,
+                    Err(e) => break Err(e.kind()),
+                }
+            };
+            match res {
+                Ok(()) => ok = ok.with(d),
+                Err(kind) => {
+                    // A disk that cannot make its cache durable cannot be trusted with data.
+                    self.note_error(d, kind, true);
+                    let _ = self.fail(d, kind);
+                }
+            }
+        }
+        ok
+    }
+}
