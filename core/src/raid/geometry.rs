@@ -466,7 +466,7 @@ mod tests {
             Err(GeometryError::StripSize)
         );
         assert_eq!(
-            Geometry::try_new(Level::Raid5, 4, 4096, b, 8, 0),
+            Geometry::try_new(Level::Raid5, 4, 4096, b, 7, 0),
             Err(GeometryError::TooSmall)
         );
     }

@@ -11,3 +11,6 @@ pub use array::{
 pub use geometry::{
     Column, Geometry, GeometryError, Level, MAX_DISKS, MAX_STRIP_BYTES, MIN_STRIP_BYTES,
 };
+
+#[cfg(test)]
+mod tests;

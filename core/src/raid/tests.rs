@@ -1,0 +1,369 @@
+//! Array tests over in-memory disks with injectable faults.
+use std::vec;
+use std::vec::Vec;
+
+use raidcore_hal::{BlockDevice, BlockSize, ErrorKind, ErrorType};
+
+use super::*;
+use crate::event::Event;
+
+/// A plain in-memory disk with a few switchable faults, enough for unit tests of the array.
+#[derive(Debug, Clone)]
+pub(crate) struct RamDisk {
+    pub data: Vec<u8>,
+    pub bs: usize,
+    pub failed: bool,
+    pub medium: Vec<u64>,
+    pub transient: u32,
+    pub writes: u64,
+}
+
+impl RamDisk {
+    pub fn new(bs: usize, blocks: u64) -> Self {
+        RamDisk {
+            data: vec![0; bs * blocks as usize],
+            bs,
+            failed: false,
+            medium: vec![],
+            transient: 0,
+            writes: 0,
+        }
+    }
+}
+
+impl ErrorType for RamDisk {
+    type Error = ErrorKind;
+}
+
+impl BlockDevice for RamDisk {
+    fn block_size(&self) -> BlockSize {
+        BlockSize::from_bytes(self.bs).unwrap()
+    }
+    fn block_count(&self) -> u64 {
+        (self.data.len() / self.bs) as u64
+    }
+    fn read(&mut self, lba: u64, buf: &mut [u8]) -> Result<(), ErrorKind> {
+        let n = raidcore_hal::check_io(self.block_size(), self.block_count(), lba, buf.len())?;
+        if self.failed {
+            return Err(ErrorKind::DeviceFailed);
+        }
+        if self.transient > 0 {
+            self.transient -= 1;
+            return Err(ErrorKind::Timeout);
+        }
+        if let Some(&bad) = self.medium.iter().find(|&&b| b >= lba && b < lba + n) {
+            return Err(ErrorKind::Medium { lba: bad });
+        }
+        let o = lba as usize * self.bs;
+        buf.copy_from_slice(&self.data[o..o + buf.len()]);
+        Ok(())
+    }
+    fn write(&mut self, lba: u64, buf: &[u8]) -> Result<(), ErrorKind> {
+        let n = raidcore_hal::check_io(self.block_size(), self.block_count(), lba, buf.len())?;
+        if self.failed {
+            return Err(ErrorKind::DeviceFailed);
+        }
+        self.medium.retain(|&b| b < lba || b >= lba + n);
+        let o = lba as usize * self.bs;
+        self.data[o..o + buf.len()].copy_from_slice(buf);
+        self.writes += 1;
+        Ok(())
+    }
+    fn flush(&mut self) -> Result<(), ErrorKind> {
+        if self.failed {
+            Err(ErrorKind::DeviceFailed)
+        } else {
+            Ok(())
+        }
+    }
+}
+
+fn pattern(seed: u64, len: usize) -> Vec<u8> {
+    let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..len)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s as u8
+        })
+        .collect()
+}
+
+fn array(level: Level, n: usize, strip: u32, stripes: u64) -> Array<RamDisk, 32> {
+    let bs = 512;
+    let blocks = 8 + stripes * u64::from(strip) / bs as u64;
+    let g = Geometry::try_new(level, n, strip, BlockSize::B512, blocks, 8).unwrap();
+    Array::new(
+        g,
+        (0..n).map(|_| Some(RamDisk::new(bs, blocks))),
+        ArrayConfig::default(),
+    )
+    .unwrap()
+}
+
+fn fill(a: &mut Array<RamDisk, 32>, seed: u64) -> Vec<u8> {
+    let sdb = a.geometry().stripe_data_bytes();
+    let all = pattern(seed, sdb * a.geometry().stripes() as usize);
+    let mut scratch = vec![0u8; 8192];
+    for (s, chunk) in all.chunks(sdb).enumerate() {
+        a.write_stripe(s as u64, chunk, &mut scratch).unwrap();
+    }
+    all
+}
+
+const LEVELS: [(Level, usize); 5] = [
+    (Level::Raid0, 3),
+    (Level::Raid1, 3),
+    (Level::Raid10, 4),
+    (Level::Raid5, 5),
+    (Level::Raid6, 6),
+];
+
+#[test]
+fn write_then_read_every_level() {
+    for (level, n) in LEVELS {
+        let mut a = array(level, n, 4096, 2 * n as u64);
+        let all = fill(&mut a, 1);
+        let mut buf = vec![0u8; all.len()];
+        let mut scratch = vec![0u8; 64 * 1024];
+        a.read(0, &mut buf, &mut scratch).unwrap();
+        assert_eq!(buf, all, "{level:?}");
+        // Unaligned ranges crossing strip and stripe boundaries.
+        for (off, len) in [
+            (512usize, 4096usize),
+            (3584, 9216),
+            (all.len() - 1024, 1024),
+        ] {
+            let mut b = vec![0u8; len];
+            a.read(off as u64, &mut b, &mut scratch).unwrap();
+            assert_eq!(b, all[off..off + len], "{level:?} off={off}");
+        }
+    }
+}
+
+#[test]
+fn parity_matches_the_reference_on_disk() {
+    // RAID-6 on 6 disks: the P and Q strips on disk equal gen_pq of the data strips.
+    let mut a = array(Level::Raid6, 6, 4096, 6);
+    let all = fill(&mut a, 9);
+    let g = *a.geometry();
+    for s in 0..g.stripes() {
+        let data: Vec<&[u8]> = (0..4)
+            .map(|i| &all[(s as usize * 4 + i) * 4096..][..4096])
+            .collect();
+        let (mut p, mut q) = (vec![0u8; 4096], vec![0u8; 4096]);
+        crate::parity::gen_pq(&data, &mut p, &mut q).unwrap();
+        let lba = g.stripe_lba(s) as usize * 512;
+        let pd = g.disk_of(s, Column::P).unwrap();
+        let qd = g.disk_of(s, Column::Q).unwrap();
+        assert_eq!(&a.disk_mut(pd).unwrap().data[lba..lba + 4096], &p[..]);
+        assert_eq!(&a.disk_mut(qd).unwrap().data[lba..lba + 4096], &q[..]);
+    }
+}
+
+#[test]
+fn degraded_reads_and_too_many_failures() {
+    for (level, n) in LEVELS {
+        let tol = level.tolerance(n).min(2);
+        let mut a = array(level, n, 4096, n as u64);
+        let all = fill(&mut a, 2);
+        let mut scratch = vec![0u8; 4096 * n];
+        for d in 0..tol {
+            a.fail(d, ErrorKind::DeviceFailed).unwrap();
+            // Wipe the disk so a read that wrongly used it would be caught.
+            a.disk_mut(d).unwrap().data.fill(0xee);
+        }
+        let mut buf = vec![0u8; all.len()];
+        a.read(0, &mut buf, &mut scratch).unwrap();
+        assert_eq!(buf, all, "{level:?} with {tol} failed");
+        // One more failure than tolerated: errors, never wrong data. (RAID-10 survives a failure
+        // in another pair, so fail the partner of disk 0 there.)
+        let extra = if level == Level::Raid10 { 1 } else { tol };
+        a.fail(extra, ErrorKind::DeviceFailed).unwrap();
+        let res = a.read(0, &mut buf, &mut scratch);
+        assert!(
+            matches!(res, Err(ArrayError::Unrecoverable { .. })),
+            "{level:?}: {res:?}"
+        );
+    }
+}
+
+#[test]
+fn medium_error_is_reconstructed_and_rewritten() {
+    let mut a = array(Level::Raid5, 4, 4096, 4);
+    let all = fill(&mut a, 3);
+    let g = *a.geometry();
+    let d = g.disk_of(1, Column::Data(2)).unwrap();
+    let bad = g.stripe_lba(1) + 3;
+    a.disk_mut(d).unwrap().medium.push(bad);
+    let mut buf = vec![0u8; all.len()];
+    let mut scratch = vec![0u8; 4 * 4096];
+    a.read(0, &mut buf, &mut scratch).unwrap();
+    assert_eq!(buf, all);
+    assert!(a.disk_mut(d).unwrap().medium.is_empty(), "block rewritten");
+    assert_eq!(a.member(d).unwrap().state(), DiskState::Online);
+    assert_eq!(a.member(d).unwrap().errors().medium, 1);
+    assert!(
+        a.events()
+            .iter()
+            .any(|(_, e)| matches!(e, Event::Repaired { disk, .. } if *disk as usize == d))
+    );
+}
+
+#[test]
+fn medium_error_with_one_disk_failed_on_raid6() {
+    let mut a = array(Level::Raid6, 6, 4096, 6);
+    let all = fill(&mut a, 4);
+    a.fail(0, ErrorKind::DeviceFailed).unwrap();
+    a.disk_mut(0).unwrap().data.fill(0);
+    for s in 0..6 {
+        let d = if a.geometry().disk_of(s, Column::Data(1)).unwrap() == 0 {
+            2
+        } else {
+            1
+        };
+        let lba = a.geometry().stripe_lba(s) + 1;
+        a.disk_mut(d).unwrap().medium.push(lba);
+    }
+    let mut buf = vec![0u8; all.len()];
+    let mut scratch = vec![0u8; 6 * 4096];
+    a.read(0, &mut buf, &mut scratch).unwrap();
+    assert_eq!(buf, all);
+}
+
+#[test]
+fn transient_errors_are_retried() {
+    let mut a = array(Level::Raid5, 4, 4096, 4);
+    let all = fill(&mut a, 5);
+    a.disk_mut(1).unwrap().transient = 2;
+    let mut buf = vec![0u8; all.len()];
+    let mut scratch = vec![0u8; 4 * 4096];
+    a.read(0, &mut buf, &mut scratch).unwrap();
+    assert_eq!(buf, all);
+    assert_eq!(a.member(1).unwrap().state(), DiskState::Online);
+    assert_eq!(a.member(1).unwrap().errors().transient, 2);
+}
+
+#[test]
+fn rebuild_restores_the_exact_member_image() {
+    for (level, n) in LEVELS.into_iter().filter(|(l, _)| *l != Level::Raid0) {
+        let mut a = array(level, n, 8192, n as u64);
+        fill(&mut a, 6);
+        let target = n - 1;
+        let original = a.disk_mut(target).unwrap().data.clone();
+        let blocks = a.disk_mut(target).unwrap().block_count();
+        a.fail(target, ErrorKind::DeviceFailed).unwrap();
+        a.replace(target, RamDisk::new(512, blocks)).unwrap();
+        let mut scratch = vec![0u8; 2048 * n]; // smaller than a strip: exercises chunking
+        for s in 0..a.geometry().stripes() {
+            a.rebuild_stripe(s, target, &mut scratch).unwrap();
+            a.set_rebuilt_below(target, s + 1).unwrap();
+        }
+        a.set_online(target).unwrap();
+        let start = a.geometry().data_start_lba() as usize * 512;
+        assert_eq!(
+            a.disk_mut(target).unwrap().data[start..],
+            original[start..],
+            "{level:?}"
+        );
+    }
+}
+
+#[test]
+fn verify_names_the_corrupt_member() {
+    let mut a = array(Level::Raid6, 7, 4096, 7);
+    fill(&mut a, 7);
+    let mut scratch = vec![0u8; 7 * 4096];
+    for s in 0..7 {
+        assert!(a.verify_stripe(s, &mut scratch).unwrap().consistent());
+    }
+    for d in 0..7 {
+        let lba = a.geometry().stripe_lba(2) as usize * 512 + 100;
+        a.disk_mut(d).unwrap().data[lba] ^= 0x10;
+        let r = a.verify_stripe(2, &mut scratch).unwrap();
+        assert_eq!(r.suspects, DiskSet::one(d), "corrupt member {d}");
+        a.repair(2, 0, 4096, DiskSet::one(d), &mut scratch).unwrap();
+        assert!(a.verify_stripe(2, &mut scratch).unwrap().consistent());
+    }
+    // RAID-5 sees the mismatch but cannot name the member.
+    let mut a = array(Level::Raid5, 4, 4096, 4);
+    fill(&mut a, 8);
+    let lba = a.geometry().stripe_lba(0) as usize * 512;
+    a.disk_mut(1).unwrap().data[lba] ^= 1;
+    let r = a.verify_stripe(0, &mut scratch).unwrap();
+    assert!(!r.consistent());
+    assert!(r.p_bad && r.suspects.is_empty());
+    // Three-way mirror: the odd copy out is named.
+    let mut a = array(Level::Raid1, 3, 4096, 2);
+    fill(&mut a, 9);
+    let lba = a.geometry().stripe_lba(1) as usize * 512;
+    a.disk_mut(2).unwrap().data[lba + 7] ^= 1;
+    assert_eq!(
+        a.verify_stripe(1, &mut scratch).unwrap().suspects,
+        DiskSet::one(2)
+    );
+}
+
+#[test]
+fn excluding_a_member_reconstructs_its_data() {
+    let mut a = array(Level::Raid6, 6, 4096, 6);
+    let all = fill(&mut a, 10);
+    // Silent corruption on member 3: a normal read returns it, an excluding read does not.
+    for s in 0..6 {
+        let lba = a.geometry().stripe_lba(s) as usize * 512;
+        a.disk_mut(3).unwrap().data[lba..lba + 4096].fill(0x66);
+    }
+    let mut buf = vec![0u8; all.len()];
+    let mut scratch = vec![0u8; 6 * 4096];
+    a.read(0, &mut buf, &mut scratch).unwrap();
+    assert_ne!(buf, all);
+    a.read_excluding(0, &mut buf, &mut scratch, DiskSet::one(3))
+        .unwrap();
+    assert_eq!(buf, all);
+}
+
+#[test]
+fn write_with_too_few_members_fails() {
+    let mut a = array(Level::Raid5, 4, 4096, 4);
+    a.fail(0, ErrorKind::DeviceFailed).unwrap();
+    let data = pattern(1, a.geometry().stripe_data_bytes());
+    let mut scratch = vec![0u8; 8192];
+    a.write_stripe(0, &data, &mut scratch).unwrap(); // degraded write is fine
+    a.disk_mut(1).unwrap().failed = true;
+    assert_eq!(
+        a.write_stripe(1, &data, &mut scratch),
+        Err(ArrayError::WriteFailed { stripe: 1 })
+    );
+    assert_eq!(a.member(1).unwrap().state(), DiskState::Failed);
+}
+
+#[test]
+fn bad_shapes_are_refused() {
+    let mut a = array(Level::Raid5, 4, 4096, 4);
+    let mut scratch = vec![0u8; 8192];
+    let mut b = vec![0u8; 1000];
+    assert_eq!(a.read(0, &mut b, &mut scratch), Err(ArrayError::Misaligned));
+    let mut b = vec![0u8; 512];
+    assert_eq!(
+        a.read(100, &mut b, &mut scratch),
+        Err(ArrayError::Misaligned)
+    );
+    let end = a.geometry().data_bytes();
+    assert_eq!(
+        a.read(end, &mut b, &mut scratch),
+        Err(ArrayError::OutOfRange)
+    );
+    assert_eq!(
+        a.write_stripe(4, &vec![0; 3 * 4096], &mut scratch),
+        Err(ArrayError::OutOfRange)
+    );
+    assert_eq!(
+        a.write_stripe(0, &[0; 4096], &mut scratch),
+        Err(ArrayError::Misaligned)
+    );
+    assert_eq!(
+        a.write_stripe(0, &vec![0; 3 * 4096], &mut [0u8; 100]),
+        Err(ArrayError::ScratchTooSmall)
+    );
+}
