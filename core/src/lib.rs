@@ -25,6 +25,7 @@ extern crate std;
 #[macro_use]
 mod fmt;
 
+pub mod checksum;
 pub mod event;
 pub mod gf256;
 pub mod parity;
