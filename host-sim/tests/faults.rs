@@ -2,13 +2,14 @@
 //! the disks of any crash point.
 
 use raidcore_hal::{BlockDevice, BlockSize, ErrorKind};
-use raidcore_sim::clock::{NS_PER_MS, NS_PER_S, SimClock};
-use raidcore_sim::disk::{MemDisk, SimDisk, SimError};
+use raidcore_sim::clock::{IoTracker, NS_PER_MS, NS_PER_S, SimClock};
+use raidcore_sim::disk::{MemDisk, SimError};
 use raidcore_sim::fault::{
-    CrashPoint, EventKind, Fault, FaultConfig, FaultyDisk, Fuel, PendingFate, Record,
-    RecordingDisk, Tear, TransientKind, Trigger, Unflushed, WriteLog, materialise,
+    CrashPoint, EventKind, Fault, FaultConfig, FaultyDisk, Fuel, MemberHandles, PendingFate,
+    Record, RecordingDisk, SimMember, Tear, TransientKind, Trigger, Unflushed, WriteLog,
+    materialise, sim_member,
 };
-use raidcore_sim::model::{AnyModel, ModelKind, Slowdown, TimedDisk};
+use raidcore_sim::model::{ModelKind, Slowdown};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -347,13 +348,16 @@ fn transient_errors_are_retryable_and_transfer_nothing() {
 #[test]
 fn timeouts_and_slowness_cost_virtual_time() {
     let clock = SimClock::new();
-    let inner: SimDisk = mem().into();
-    let faulty = FaultyDisk::new(inner, 7).with_clock(&clock);
-    let fh = faulty.handle();
-    let mut d: TimedDisk<FaultyDisk<SimDisk>, AnyModel> =
-        TimedDisk::new(faulty, ModelKind::Hdd10k.build(), &clock);
-    let th = d.handle();
-    fh.connect_timing(&th);
+    let tracker = IoTracker::new();
+    let (mut d, handles): (SimMember, MemberHandles) = sim_member(
+        mem(),
+        ModelKind::Hdd10k.build(),
+        7,
+        FaultConfig::default(),
+        &clock,
+        &tracker,
+    );
+    let (fh, th) = (handles.fault, handles.timing);
     d.write(0, &block(0, 1)).unwrap();
     clock.advance_to_ns(th.last_completion_ns());
     // A timeout costs the command timeout (30 s by default).
@@ -394,6 +398,8 @@ fn timeouts_and_slowness_cost_virtual_time() {
     );
     fh.inject(Fault::Repair);
     assert_eq!(th.slowdown(), Slowdown::NONE);
+    assert_eq!(tracker.completion_ns(), th.last_completion_ns());
+    assert_eq!(tracker.ops(), th.stats().ops());
 }
 
 /// Writes `n` writes of 1..=4 blocks of generation 2 at seeded places after a flushed

@@ -13,11 +13,13 @@
 //! from the disk's own ChaCha8 generator seeded at construction and drawn in operation order, so a
 //! run replays exactly from its seed.
 
+mod member;
 mod record;
 
+pub use member::{MemberHandles, SimMember, sim_member};
 pub use record::{CrashPoint, Record, RecordingDisk, Tear, Unflushed, WriteLog, materialise};
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use raidcore_hal::{BlockDevice, BlockSize, ErrorKind, ErrorType, check_io, check_range};
@@ -382,7 +384,7 @@ struct FaultState {
     transient: Option<(TransientKind, u64)>,
     slowdown: Slowdown,
     cache: WriteCache,
-    survivors: Vec<PendingWrite>,
+    survivors: VecDeque<PendingWrite>,
     fuel: Option<Fuel>,
     events: Vec<FaultEvent>,
 }
@@ -506,7 +508,7 @@ impl FaultState {
                 FateKind::Torn => torn += 1,
             }
             for (lba, range) in applied_runs(w.lba, &mask, bs) {
-                self.survivors.push(PendingWrite {
+                self.survivors.push_back(PendingWrite {
                     lba,
                     data: w.data[range].to_vec(),
                 });
@@ -713,7 +715,7 @@ where
             transient: None,
             slowdown: Slowdown::NONE,
             cache: WriteCache::default(),
-            survivors: Vec::new(),
+            survivors: VecDeque::new(),
             fuel: None,
             events: Vec::new(),
         };
@@ -769,10 +771,9 @@ where
     D: BlockDevice,
     D::Error: Into<SimError>,
 {
-    while !st.survivors.is_empty() {
-        let w = st.survivors.remove(0);
+    while let Some(w) = st.survivors.pop_front() {
         if let Err(e) = inner.write(w.lba, &w.data) {
-            st.survivors.insert(0, w);
+            st.survivors.push_front(w);
             return Err(e.into());
         }
     }
