@@ -4,6 +4,7 @@
 
 mod nbd_common;
 
+use std::fmt::Write as _;
 use std::path::Path;
 
 use nbd_common::{TestServer, run_ok, tool};
@@ -82,7 +83,7 @@ fn qemu_io_writes_and_reads_patterns_at_aligned_and_unaligned_offsets() {
     want[73728..].fill(0x22);
     assert!(got == want, "lun0 content differs from what qemu-io wrote");
     assert_eq!(mem.read_bytes(1, 4094, 4), vec![0, 0x55, 0x55, 0]);
-    assert_eq!(mem.read_bytes(0, 16773120, 4096), vec![0x44; 4096]);
+    assert_eq!(mem.read_bytes(0, 16_773_120, 4096), vec![0x44; 4096]);
     let c = mem.counters();
     assert!(c.fua_writes >= 1, "FUA reached the backend: {c:?}");
     assert!(c.flushes >= 1, "flush reached the backend: {c:?}");
@@ -329,7 +330,7 @@ fn fio_eight_jobs_on_eight_exports_verify_crc32c() {
          verify=crc32c\ndo_verify=1\nverify_fatal=1\nrandseed=42\n",
     );
     for i in 0..8 {
-        job.push_str(&format!("[lun{i}]\nuri={}\n", srv.uri(&format!("lun{i}"))));
+        writeln!(job, "[lun{i}]\nuri={}", srv.uri(&format!("lun{i}"))).expect("fmt");
     }
     let report = fio_json(&job);
     assert_fio_ok(&report, 8);
@@ -350,12 +351,8 @@ fn fio_jobs_sharing_blocks_of_one_export_keep_read_modify_write_atomic() {
          verify=crc32c\ndo_verify=1\nverify_fatal=1\nrandseed=7\n",
     );
     for i in 0..4u64 {
-        job.push_str(&format!(
-            "[part{i}]\nuri={}\noffset={}\nsize={}\n",
-            srv.uri("lun0"),
-            512 + i * region,
-            region
-        ));
+        let (uri, offset) = (srv.uri("lun0"), 512 + i * region);
+        writeln!(job, "[part{i}]\nuri={uri}\noffset={offset}\nsize={region}").expect("fmt");
     }
     assert_fio_ok(&fio_json(&job), 4);
     srv.stop();

@@ -1,10 +1,11 @@
 //! Runs a validated [`Request`] on a [`Backend`]: byte ranges become whole-block calls.
 //!
-//! A byte range splits into at most three pieces: a partial head block, whole blocks, a partial
-//! tail block. Whole blocks go to the backend directly (no copy for writes, reads land in the
-//! reply buffer); partial blocks are read whole and sliced (reads) or merged by
-//! read-modify-write (writes, write-zeroes). The owner thread runs one request at a time, so a
-//! read-modify-write is atomic with respect to every other client request.
+//! Aligned reads and writes go to the backend as they are (reads land in the reply buffer, writes
+//! are not copied). Unaligned ones become one call over the covering blocks: reads read them and
+//! slice; writes first read the partial head and tail blocks, merge, then write once, so a
+//! failed merge read writes nothing. Write-zeroes and trim split a range into a partial head,
+//! whole blocks and a partial tail. The owner thread runs one request at a time, so every
+//! read-modify-write is atomic with respect to all other client requests.
 
 use super::backend::{
     BLOCK, BLOCK_U64, Backend, BackendError, BackendErrorKind, BackendResult, ExportInfo,
@@ -87,49 +88,57 @@ fn invalid(msg: &str) -> BackendError {
     BackendError::new(BackendErrorKind::Invalid, msg)
 }
 
-/// Reads `dst.len()` bytes at byte `offset` of `export`.
+/// The blocks covering `[offset, offset + len)`: first LBA and count (`len > 0`).
+fn covering(offset: u64, len: usize) -> (u64, usize) {
+    let first = offset / BLOCK_U64;
+    let end = (offset + len as u64).div_ceil(BLOCK_U64);
+    (first, (end - first) as usize)
+}
+
+/// Reads `dst.len()` bytes at byte `offset` of `export` with one backend call: aligned reads
+/// land in `dst` directly, unaligned ones read the covering blocks and copy the slice.
 fn read_bytes<B: Backend + ?Sized>(
     b: &mut B,
     export: usize,
     offset: u64,
     dst: &mut [u8],
 ) -> BackendResult {
-    let mut block = [0u8; BLOCK];
-    for p in split(offset, dst.len()) {
-        let lba = p.offset / BLOCK_U64;
-        let out = &mut dst[p.at..p.at + p.len];
-        if p.partial {
-            b.read(export, lba, &mut block)?;
-            let in_block = (p.offset % BLOCK_U64) as usize;
-            out.copy_from_slice(&block[in_block..in_block + p.len]);
-        } else {
-            b.read(export, lba, out)?;
-        }
+    if is_aligned(offset, dst.len()) {
+        return b.read(export, offset / BLOCK_U64, dst);
+    }
+    let (lba, blocks) = covering(offset, dst.len());
+    let mut cover = vec![0u8; blocks * BLOCK];
+    b.read(export, lba, &mut cover)?;
+    let at = (offset % BLOCK_U64) as usize;
+    dst.copy_from_slice(&cover[at..at + dst.len()]);
+    Ok(())
+}
+
+/// Reads the partial head and tail blocks of `[offset, offset + len)` into `cover` (the
+/// covering blocks), before anything is written, so that a failed read writes nothing.
+fn read_partial_ends<B: Backend + ?Sized>(
+    b: &mut B,
+    export: usize,
+    offset: u64,
+    len: usize,
+    cover: &mut [u8],
+) -> BackendResult {
+    let (lba, blocks) = covering(offset, len);
+    let head_partial = !offset.is_multiple_of(BLOCK_U64);
+    let tail_partial = !(offset + len as u64).is_multiple_of(BLOCK_U64);
+    if head_partial {
+        b.read(export, lba, &mut cover[..BLOCK])?;
+    }
+    if tail_partial && !(head_partial && blocks == 1) {
+        let last = blocks - 1;
+        b.read(export, lba + last as u64, &mut cover[last * BLOCK..])?;
     }
     Ok(())
 }
 
-/// Merges `src` (or zeroes if `None`) into the block holding byte `offset` (read-modify-write).
-fn merge_block<B: Backend + ?Sized>(
-    b: &mut B,
-    export: usize,
-    offset: u64,
-    src: Option<&[u8]>,
-    len: usize,
-    fua: bool,
-) -> BackendResult {
-    let mut block = [0u8; BLOCK];
-    let lba = offset / BLOCK_U64;
-    let in_block = (offset % BLOCK_U64) as usize;
-    b.read(export, lba, &mut block)?;
-    let dst = &mut block[in_block..in_block + len];
-    match src {
-        Some(s) => dst.copy_from_slice(s),
-        None => dst.fill(0),
-    }
-    b.write(export, lba, &block, fua)
-}
-
+/// Writes `data` at byte `offset` with one backend call: aligned data goes straight to the
+/// backend; unaligned data is merged into the covering blocks (read-modify-write of the partial
+/// head and tail blocks), so the backend sees a single whole-block write either way.
 fn write_bytes<B: Backend + ?Sized>(
     b: &mut B,
     export: usize,
@@ -137,17 +146,19 @@ fn write_bytes<B: Backend + ?Sized>(
     data: &[u8],
     fua: bool,
 ) -> BackendResult {
-    for p in split(offset, data.len()) {
-        let src = &data[p.at..p.at + p.len];
-        if p.partial {
-            merge_block(b, export, p.offset, Some(src), p.len, fua)?;
-        } else {
-            b.write(export, p.offset / BLOCK_U64, src, fua)?;
-        }
+    if is_aligned(offset, data.len()) {
+        return b.write(export, offset / BLOCK_U64, data, fua);
     }
-    Ok(())
+    let (lba, blocks) = covering(offset, data.len());
+    let mut cover = vec![0u8; blocks * BLOCK];
+    read_partial_ends(b, export, offset, data.len(), &mut cover)?;
+    let at = (offset % BLOCK_U64) as usize;
+    cover[at..at + data.len()].copy_from_slice(data);
+    b.write(export, lba, &cover, fua)
 }
 
+/// Zeroes `len` bytes at `offset`: whole blocks through [`Backend::write_zeroes`], partial head
+/// and tail blocks by read-modify-write (both read before anything is written).
 fn zero_bytes<B: Backend + ?Sized>(
     b: &mut B,
     export: usize,
@@ -156,9 +167,20 @@ fn zero_bytes<B: Backend + ?Sized>(
     fua: bool,
     no_hole: bool,
 ) -> BackendResult {
-    for p in split(offset, len) {
+    // Slot 0 holds the head block, slot 1 the tail block (a tail piece never starts the range).
+    let mut ends = [0u8; 2 * BLOCK];
+    let pieces: Vec<Piece> = split(offset, len).collect();
+    for p in pieces.iter().filter(|p| p.partial) {
+        let slot = usize::from(p.at > 0) * BLOCK;
+        b.read(export, p.offset / BLOCK_U64, &mut ends[slot..slot + BLOCK])?;
+    }
+    for p in &pieces {
         if p.partial {
-            merge_block(b, export, p.offset, None, p.len, fua)?;
+            let slot = usize::from(p.at > 0) * BLOCK;
+            let in_block = (p.offset % BLOCK_U64) as usize;
+            let block = &mut ends[slot..slot + BLOCK];
+            block[in_block..in_block + p.len].fill(0);
+            b.write(export, p.offset / BLOCK_U64, block, fua)?;
         } else {
             b.write_zeroes(
                 export,

@@ -518,10 +518,10 @@ fn connection_main(
     };
     match end {
         Some(CloseReason::Protocol(why)) => {
-            log::warn!("nbd: connection {id}: protocol error: {why}; disconnecting")
+            log::warn!("nbd: connection {id}: protocol error: {why}; disconnecting");
         }
         Some(CloseReason::UnknownExport(name)) => {
-            log::warn!("nbd: connection {id}: unknown export {name:?}")
+            log::warn!("nbd: connection {id}: unknown export {name:?}");
         }
         Some(r) => log::debug!("nbd: connection {id}: {r:?}"),
         None => log::debug!("nbd: connection {id}: closed by the client"),

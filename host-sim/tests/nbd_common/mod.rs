@@ -293,6 +293,13 @@ impl RawClient {
         err
     }
 
+    /// Read that must succeed; returns the data.
+    pub fn read_ok(&mut self, handle: u64, offset: u64, len: u32) -> Vec<u8> {
+        let (err, data) = self.read(handle, offset, len);
+        assert_eq!(err, 0, "read of {len} bytes at {offset} failed");
+        data
+    }
+
     /// Read and wait for its reply.
     pub fn read(&mut self, handle: u64, offset: u64, len: u32) -> (u32, Vec<u8>) {
         self.request(proto::CMD_READ, 0, handle, offset, len, &[]);
@@ -318,4 +325,16 @@ pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
             (x >> 24) as u8
         })
         .collect()
+}
+
+/// Compares byte buffers, reporting the first difference instead of both buffers.
+#[track_caller]
+pub fn assert_bytes(got: &[u8], want: &[u8], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    if let Some(i) = got.iter().zip(want).position(|(a, b)| a != b) {
+        panic!(
+            "{what}: first difference at byte {i}: got {:#04x}, want {:#04x}",
+            got[i], want[i]
+        );
+    }
 }
