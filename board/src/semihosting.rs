@@ -248,7 +248,7 @@ mod arm {
 
     /// A semihosting result word read as signed: negative means failure.
     fn ok(r: usize) -> Result<usize, HostFailed> {
-        if (r as isize) < 0 {
+        if r.cast_signed() < 0 {
             Err(HostFailed)
         } else {
             Ok(r)
