@@ -655,6 +655,12 @@ mod tests {
     }
 
     #[test]
+    #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
+    fn neon_is_offered() {
+        assert!(Kernel::supported().any(|k| k.name() == "neon"));
+    }
+
+    #[test]
     fn selected_is_the_last_supported() {
         assert_eq!(Some(Kernel::selected()), Kernel::supported().last());
         assert_eq!(Kernel::selected(), Kernel::selected());

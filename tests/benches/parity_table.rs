@@ -1,0 +1,48 @@
+//! The parity/CRC-32C comparison table of `raidcore-sim bench parity`, runnable without the
+//! simulator: `cargo bench -p raidcore-tests --bench parity_table -- [--full] [--json] [--kernel NAME]`.
+//! Quick mode (the default) takes a few seconds.
+
+#[allow(dead_code)]
+#[path = "../../host-sim/src/bench_parity.rs"]
+mod bench_parity;
+
+use bench_parity::{BenchParityOptions, format_table, run, to_json};
+use raidcore::parity::Kernel;
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut opts = if args.iter().any(|a| a == "--full") {
+        BenchParityOptions::full()
+    } else {
+        BenchParityOptions::quick()
+    };
+    if let Some(i) = args.iter().position(|a| a == "--kernel") {
+        let name = args.get(i + 1).map_or("", String::as_str);
+        opts.kernel = Some(
+            Kernel::supported()
+                .find(|k| k.name() == name)
+                .unwrap_or_else(|| panic!("kernel {name:?} not supported here")),
+        );
+    }
+    let kernel = opts.kernel.unwrap_or_else(Kernel::selected);
+    let json = args.iter().any(|a| a == "--json");
+    if !bench_parity::isal_available() {
+        eprintln!("ISA-L (libisal.so.2) not found: its column reads n/a");
+    }
+    let rows = run(&opts, |r| {
+        if !json {
+            eprintln!(
+                "{} {}+2 {} {} done",
+                r.op, r.data_strips, r.strip_bytes, r.working_set
+            );
+        }
+    });
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&to_json(&rows, kernel)).unwrap_or_default()
+        );
+    } else {
+        print!("{}", format_table(&rows, kernel));
+    }
+}
