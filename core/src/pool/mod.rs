@@ -1272,7 +1272,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             let state = self
                 .array
                 .member(i)
-                .map_or(DiskState::Failed, |m| m.state());
+                .map_or(DiskState::Failed, crate::raid::Member::state);
             let _ = members.push(MemberRecord { guid: *guid, state });
         }
         let mut spares: Vec<u64, 32> = Vec::new();

@@ -226,14 +226,13 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         let blocks = data.len() / LUN_BLOCK;
         let raw_item = round_up(HEADER_BYTES + data.len(), SECTOR);
         let mut compressed = None;
-        if self.conf.layout.compression {
-            if let Ok(n) = lz4_flex::block::compress_into_with_table(data, b.comp, &mut self.table)
-            {
-                let item = round_up(HEADER_BYTES + n, SECTOR);
-                // Keep only if it saves >= 12.5 % of the payload and at least one sector.
-                if n * 8 <= data.len() * 7 && item + SECTOR <= raw_item {
-                    compressed = Some(n);
-                }
+        if self.conf.layout.compression
+            && let Ok(n) = lz4_flex::block::compress_into_with_table(data, b.comp, &mut self.table)
+        {
+            let item = round_up(HEADER_BYTES + n, SECTOR);
+            // Keep only if it saves >= 12.5 % of the payload and at least one sector.
+            if n * 8 <= data.len() * 7 && item + SECTOR <= raw_item {
+                compressed = Some(n);
             }
         }
         let flags = if compressed.is_some() {
