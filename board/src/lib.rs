@@ -1,6 +1,41 @@
 //! # raidcore-board
 //!
 //! Backends that let raidcore run on a real storage-controller board built from `embedded-hal`
-//! 1.0 drivers. Work in progress: see the board issue.
+//! 1.0 drivers, target-agnostic and generic over the `embedded-hal` traits:
+//!
+//! - [`sd`]: an SD/SDHC/SDXC card in SPI mode as a [`raidcore_hal::BlockDevice`], on the
+//!   maintained [`embedded_sdmmc`] driver, with the driver's errors mapped onto
+//!   [`raidcore_hal::ErrorKind`] so the RAID layer can tell a CRC glitch (retry) from a bad block
+//!   (repair) from a pulled card (fail the member). Several cards may share one SPI bus
+//!   (`embedded-hal-bus` shared devices) or have one bus each.
+//! - [`sdmmc`]: adapters both ways with `embedded-sdmmc`'s own `BlockDevice` trait: any device
+//!   implementing it can be a pool member, and a FAT volume can sit on a raidcore LUN.
+//! - [`selftest`]: a RAID-6 parity self-test over any set of member devices (seeded data, P/Q,
+//!   one member failed, rebuilt onto a spare, every block verified); the example firmware and the
+//!   QEMU image run it.
+//! - `semihosting` (feature `semihosting`): a disk that is a file on the debug host, reached
+//!   through ARM semihosting, for emulated Cortex-M (QEMU) runs.
+//! - `fake_sd` (feature `fake-sd`, std): a fake SD card that speaks the SPI-mode protocol, with
+//!   fault hooks, for host tests.
+//!
+//! Features: `defmt` or `log` (at most one) for logging, `semihosting`, `fake-sd`, `std`.
 #![no_std]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(missing_docs)]
+
+#[cfg(any(feature = "std", test))]
+extern crate std;
+
+// Declared first so every module sees the logging macros.
+#[macro_use]
+mod fmt;
+
+#[cfg(feature = "fake-sd")]
+pub mod fake_sd;
+pub mod sd;
+pub mod sdmmc;
+pub mod selftest;
+#[cfg(feature = "semihosting")]
+pub mod semihosting;
+
+pub use sd::{SdBlockDevice, SdError};

@@ -1,0 +1,347 @@
+//! x86-64 kernels: SSSE3 (16-byte vectors) and AVX2 (32-byte vectors), generated from one template.
+//!
+//! Q is built by Horner's rule with a vector multiply-by-{02} ("xtime": add each byte to itself and
+//! XOR 0x1d into the bytes whose top bit was set, found by a signed compare with zero).
+//! Multiplication by a constant c uses split-nibble tables: c·v = T_lo[v & 15] ⊕ T_hi[v >> 4],
+//! sixteen entries each, looked up sixteen bytes at a time with `pshufb`. Each loop step handles a
+//! block of four vectors per column (64 bytes for SSSE3, 128 for AVX2); what is left after the
+//! last whole block goes to the portable kernel.
+//!
+//! `unsafe` appears only where the intrinsics need it: unaligned loads/stores through pointers
+//! made from slices of exactly the vector width, and calls into `#[target_feature]` functions
+//! after the CPU feature was confirmed.
+
+#[cfg(any(feature = "std", test))]
+macro_rules! detected {
+    ($f:tt) => {
+        std::is_x86_feature_detected!($f)
+    };
+}
+
+#[cfg(not(any(feature = "std", test)))]
+macro_rules! detected {
+    ($f:tt) => {
+        false
+    };
+}
+
+/// Whether this CPU runs the SSSE3 kernel (compile-time target, or run-time detection with
+/// feature `std`).
+pub(super) fn has_ssse3() -> bool {
+    cfg!(target_feature = "ssse3") || detected!("ssse3")
+}
+
+/// Whether this CPU runs the AVX2 kernel.
+pub(super) fn has_avx2() -> bool {
+    cfg!(target_feature = "avx2") || detected!("avx2")
+}
+
+/// Generates one kernel module from the intrinsic names of one vector width.
+macro_rules! simd_kernel {
+    (
+        $modname:ident, $feat:literal, $V:ty, $W:literal,
+        zero: $zero:ident, set1: $set1:ident, load: $load:ident, store: $store:ident,
+        xor: $xor:ident, and: $and:ident, add: $add:ident, cmpgt: $cmpgt:ident,
+        shuffle: $shuf:ident, srli16: $srli:ident, table: $table:ident
+    ) => {
+        pub(in crate::parity) mod $modname {
+            use core::arch::x86_64::*;
+
+            use super::super::portable;
+            use crate::gf256;
+
+            /// Vector width in bytes.
+            const W: usize = $W;
+            /// Vectors per column in one loop step.
+            const U: usize = 4;
+            /// Bytes per column in one loop step.
+            const B: usize = W * U;
+
+            type V = $V;
+            type Block = [V; U];
+
+            #[inline]
+            #[target_feature(enable = $feat)]
+            fn ld(s: &[u8; W]) -> V {
+                // SAFETY: `s` is W readable bytes; the unaligned load has no alignment need.
+                unsafe { $load(s.as_ptr().cast()) }
+            }
+
+            #[inline]
+            #[target_feature(enable = $feat)]
+            fn st(d: &mut [u8; W], v: V) {
+                // SAFETY: `d` is W writable bytes; the unaligned store has no alignment need.
+                unsafe { $store(d.as_mut_ptr().cast(), v) }
+            }
+
+            /// Bytes `o..o + B` of `s` as a block, or `None` if `s` is shorter (erased: zero).
+            #[inline]
+            #[target_feature(enable = $feat)]
+            fn get(s: &[u8], o: usize) -> Option<Block> {
+                let (chunks, _) = s.get(o..o + B)?.as_chunks::<W>();
+                let mut v = [$zero(); U];
+                for (x, ch) in v.iter_mut().zip(chunks) {
+                    *x = ld(ch);
+                }
+                Some(v)
+            }
+
+            #[inline]
+            #[target_feature(enable = $feat)]
+            fn put(out: &mut [u8], o: usize, v: &Block) {
+                if let Some(d) = out.get_mut(o..o + B) {
+                    let (chunks, _) = d.as_chunks_mut::<W>();
+                    for (ch, x) in chunks.iter_mut().zip(v) {
+                        st(ch, *x);
+                    }
+                }
+            }
+
+            /// v·{02} in every byte.
+            #[inline]
+            #[target_feature(enable = $feat)]
+            fn xtime(v: V) -> V {
+                let high = $cmpgt($zero(), v);
+                $xor($add(v, v), $and(high, $set1(0x1d)))
+            }
+
+            /// Split-nibble tables of x -> c·x.
+            #[derive(Clone, Copy)]
+            struct Tab {
+                lo: V,
+                hi: V,
+            }
+
+            #[inline]
+            #[target_feature(enable = $feat)]
+            fn tab(c: u8) -> Tab {
+                let mut lo = [0u8; 16];
+                let mut hi = [0u8; 16];
+                for (i, (l, h)) in (0u8..).zip(lo.iter_mut().zip(hi.iter_mut())) {
+                    *l = gf256::mul(c, i);
+                    *h = gf256::mul(c, i << 4);
+                }
+                Tab {
+                    lo: super::$table(&lo),
+                    hi: super::$table(&hi),
+                }
+            }
+
+            #[inline]
+            #[target_feature(enable = $feat)]
+            fn mul(t: Tab, v: V) -> V {
+                let nib = $set1(0x0f);
+                let l = $and(v, nib);
+                let h = $and($srli::<4>(v), nib);
+                $xor($shuf(t.lo, l), $shuf(t.hi, h))
+            }
+
+            /// P and Q of the block at `o`, Horner's rule from the highest source.
+            #[inline]
+            #[target_feature(enable = $feat)]
+            fn syndromes<C: AsRef<[u8]>>(srcs: &[C], o: usize) -> (Block, Block) {
+                let mut p = [$zero(); U];
+                let mut q = [$zero(); U];
+                for c in srcs.iter().rev() {
+                    for x in &mut q {
+                        *x = xtime(*x);
+                    }
+                    if let Some(s) = c.as_ref().get(o..o + B) {
+                        let (chunks, _) = s.as_chunks::<W>();
+                        for ((pv, qv), ch) in p.iter_mut().zip(q.iter_mut()).zip(chunks) {
+                            let d = ld(ch);
+                            *pv = $xor(*pv, d);
+                            *qv = $xor(*qv, d);
+                        }
+                    }
+                }
+                (p, q)
+            }
+
+            #[target_feature(enable = $feat)]
+            fn xor_impl<C: AsRef<[u8]>>(srcs: &[C], off: usize, out: &mut [u8]) -> usize {
+                let len = out.len() / B * B;
+                let mut o = 0;
+                while o < len {
+                    let mut acc = [$zero(); U];
+                    for c in srcs {
+                        if let Some(s) = c.as_ref().get(off + o..off + o + B) {
+                            let (chunks, _) = s.as_chunks::<W>();
+                            for (a, ch) in acc.iter_mut().zip(chunks) {
+                                *a = $xor(*a, ld(ch));
+                            }
+                        }
+                    }
+                    put(out, o, &acc);
+                    o += B;
+                }
+                len
+            }
+
+            #[target_feature(enable = $feat)]
+            fn pq_impl<C: AsRef<[u8]>>(
+                srcs: &[C],
+                off: usize,
+                mut p: Option<&mut [u8]>,
+                q: &mut [u8],
+            ) -> usize {
+                let len = q.len() / B * B;
+                let mut o = 0;
+                while o < len {
+                    let (vp, vq) = syndromes(srcs, off + o);
+                    if let Some(p) = p.as_deref_mut() {
+                        put(p, o, &vp);
+                    }
+                    put(q, o, &vq);
+                    o += B;
+                }
+                len
+            }
+
+            #[target_feature(enable = $feat)]
+            fn from_q_impl<C: AsRef<[u8]>>(
+                srcs: &[C],
+                off: usize,
+                q_stored: &[u8],
+                c: u8,
+                out: &mut [u8],
+            ) -> usize {
+                let t = tab(c);
+                let len = out.len() / B * B;
+                let mut o = 0;
+                while o < len {
+                    let (_, mut vq) = syndromes(srcs, off + o);
+                    let sq = get(q_stored, off + o).unwrap_or([$zero(); U]);
+                    for (x, s) in vq.iter_mut().zip(sq) {
+                        *x = mul(t, $xor(*x, s));
+                    }
+                    put(out, o, &vq);
+                    o += B;
+                }
+                len
+            }
+
+            #[allow(clippy::too_many_arguments)]
+            #[target_feature(enable = $feat)]
+            fn two_impl<C: AsRef<[u8]>>(
+                srcs: &[C],
+                off: usize,
+                p_stored: &[u8],
+                q_stored: &[u8],
+                a: u8,
+                b: u8,
+                dx: &mut [u8],
+                dy: &mut [u8],
+            ) -> usize {
+                let ta = tab(a);
+                let tb = tab(b);
+                let len = dx.len() / B * B;
+                let mut o = 0;
+                while o < len {
+                    let (mut vp, mut vq) = syndromes(srcs, off + o);
+                    let sp = get(p_stored, off + o).unwrap_or([$zero(); U]);
+                    let sq = get(q_stored, off + o).unwrap_or([$zero(); U]);
+                    for (((pv, qv), s), t) in vp.iter_mut().zip(vq.iter_mut()).zip(sp).zip(sq) {
+                        let pd = $xor(*pv, s);
+                        let x = $xor(mul(ta, pd), mul(tb, $xor(*qv, t)));
+                        // vq now holds D_x, vp holds D_y.
+                        *qv = x;
+                        *pv = $xor(pd, x);
+                    }
+                    put(dx, o, &vq);
+                    put(dy, o, &vp);
+                    o += B;
+                }
+                len
+            }
+
+            // The safe entry points below are reached only through `dispatch!` with a `Kernel`
+            // of this kind, and `Kernel::supported` makes one only after the CPU feature was
+            // found; that is the proof every `unsafe` call below relies on.
+
+            pub(in crate::parity) fn xor<C: AsRef<[u8]>>(srcs: &[C], off: usize, out: &mut [u8]) {
+                // SAFETY: the CPU has the feature (see above).
+                let done = unsafe { xor_impl(srcs, off, out) };
+                if let Some(tail) = out.get_mut(done..) {
+                    portable::xor(srcs, off + done, tail);
+                }
+            }
+
+            pub(in crate::parity) fn pq<C: AsRef<[u8]>>(
+                srcs: &[C],
+                off: usize,
+                mut p: Option<&mut [u8]>,
+                q: &mut [u8],
+            ) {
+                // SAFETY: the CPU has the feature (see above).
+                let done = unsafe { pq_impl(srcs, off, p.as_deref_mut(), q) };
+                if let Some(tail) = q.get_mut(done..) {
+                    portable::pq(srcs, off + done, p.and_then(|p| p.get_mut(done..)), tail);
+                }
+            }
+
+            pub(in crate::parity) fn from_q<C: AsRef<[u8]>>(
+                srcs: &[C],
+                off: usize,
+                q_stored: &[u8],
+                c: u8,
+                out: &mut [u8],
+            ) {
+                // SAFETY: the CPU has the feature (see above).
+                let done = unsafe { from_q_impl(srcs, off, q_stored, c, out) };
+                if let Some(tail) = out.get_mut(done..) {
+                    portable::from_q(srcs, off + done, q_stored, c, tail);
+                }
+            }
+
+            #[allow(clippy::too_many_arguments)]
+            pub(in crate::parity) fn two<C: AsRef<[u8]>>(
+                srcs: &[C],
+                off: usize,
+                p_stored: &[u8],
+                q_stored: &[u8],
+                a: u8,
+                b: u8,
+                dx: &mut [u8],
+                dy: &mut [u8],
+            ) {
+                // SAFETY: the CPU has the feature (see above).
+                let done = unsafe { two_impl(srcs, off, p_stored, q_stored, a, b, dx, dy) };
+                if let (Some(tx), Some(ty)) = (dx.get_mut(done..), dy.get_mut(done..)) {
+                    portable::two(srcs, off + done, p_stored, q_stored, a, b, tx, ty);
+                }
+            }
+        }
+    };
+}
+
+use core::arch::x86_64::{__m128i, __m256i, _mm_loadu_si128, _mm256_broadcastsi128_si256};
+
+#[inline]
+#[target_feature(enable = "ssse3")]
+fn ssse3_table(t: &[u8; 16]) -> __m128i {
+    // SAFETY: `t` is 16 readable bytes; the unaligned load has no alignment need.
+    unsafe { _mm_loadu_si128(t.as_ptr().cast()) }
+}
+
+#[inline]
+#[target_feature(enable = "avx2")]
+fn avx2_table(t: &[u8; 16]) -> __m256i {
+    // The same 16 entries in both 128-bit lanes, since `vpshufb` looks up within each lane.
+    _mm256_broadcastsi128_si256(ssse3_table(t))
+}
+
+simd_kernel!(
+    ssse3, "ssse3", __m128i, 16,
+    zero: _mm_setzero_si128, set1: _mm_set1_epi8, load: _mm_loadu_si128, store: _mm_storeu_si128,
+    xor: _mm_xor_si128, and: _mm_and_si128, add: _mm_add_epi8, cmpgt: _mm_cmpgt_epi8,
+    shuffle: _mm_shuffle_epi8, srli16: _mm_srli_epi16, table: ssse3_table
+);
+
+simd_kernel!(
+    avx2, "avx2", __m256i, 32,
+    zero: _mm256_setzero_si256, set1: _mm256_set1_epi8, load: _mm256_loadu_si256,
+    store: _mm256_storeu_si256, xor: _mm256_xor_si256, and: _mm256_and_si256,
+    add: _mm256_add_epi8, cmpgt: _mm256_cmpgt_epi8, shuffle: _mm256_shuffle_epi8,
+    srli16: _mm256_srli_epi16, table: avx2_table
+);

@@ -1,0 +1,217 @@
+//! A disk-image file.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use raidcore_hal::{BlockDevice, BlockSize, ErrorKind, ErrorType, check_io, check_range};
+
+use super::{SimError, byte_offset};
+
+/// How a [`FileDisk`] is created or opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileDiskOptions {
+    /// [`FileDisk::create_with`] replaces an existing file instead of refusing. Default `false`.
+    pub overwrite: bool,
+    /// `flush` calls `fdatasync(2)` so that flushed writes survive a crash of this machine.
+    /// Default `true`. Setting it to `false` makes `flush` a no-op: much faster for tests and
+    /// benchmarks whose images are thrown away, and the images are still correct as long as the
+    /// operating system does not crash (the page cache holds every write).
+    pub sync_on_flush: bool,
+}
+
+impl Default for FileDiskOptions {
+    fn default() -> Self {
+        Self {
+            overwrite: false,
+            sync_on_flush: true,
+        }
+    }
+}
+
+/// A disk stored in a regular file (a raw disk image, usable by `qemu-img`, `nbdkit` and
+/// friends): block `lba` is at byte `lba * block_size`. Images are created sparse (`set_len`), so
+/// a 300 GB image costs the disk space of what is written. I/O is positional (`pread`/`pwrite`),
+/// so there is no seek state.
+///
+/// Errors of the operating system keep the `io::Error` inside [`SimError`]; their kind is
+/// [`ErrorKind::Timeout`] for a timed-out call, [`ErrorKind::DeviceFailed`] when the file has
+/// shrunk under the disk (unexpected end of file), and [`ErrorKind::Other`] otherwise.
+#[derive(Debug)]
+pub struct FileDisk {
+    file: File,
+    path: PathBuf,
+    block_size: BlockSize,
+    block_count: u64,
+    sync_on_flush: bool,
+}
+
+fn io_kind(e: &io::Error) -> ErrorKind {
+    match e.kind() {
+        io::ErrorKind::TimedOut => ErrorKind::Timeout,
+        io::ErrorKind::UnexpectedEof => ErrorKind::DeviceFailed,
+        _ => ErrorKind::Other,
+    }
+}
+
+fn io_err(context: &'static str, e: io::Error) -> SimError {
+    SimError::io(io_kind(&e), context, e)
+}
+
+impl FileDisk {
+    /// Creates a new all-zero (sparse) image of `block_count` blocks at `path`, with default
+    /// [`FileDiskOptions`]: refuses to replace an existing file.
+    pub fn create(
+        path: impl AsRef<Path>,
+        block_size: BlockSize,
+        block_count: u64,
+    ) -> Result<Self, SimError> {
+        Self::create_with(path, block_size, block_count, FileDiskOptions::default())
+    }
+
+    /// Creates a new all-zero (sparse) image of `block_count` blocks at `path`.
+    ///
+    /// Errors: [`ErrorKind::OutOfRange`] if `block_count` is 0 or the size overflows; an
+    /// [`ErrorKind::Other`] wrapping `io::ErrorKind::AlreadyExists` if the file exists and
+    /// `opts.overwrite` is false (the file is left untouched); other I/O errors as for the
+    /// type.
+    pub fn create_with(
+        path: impl AsRef<Path>,
+        block_size: BlockSize,
+        block_count: u64,
+        opts: FileDiskOptions,
+    ) -> Result<Self, SimError> {
+        let path = path.as_ref();
+        let len = block_count
+            .checked_mul(block_size.bytes() as u64)
+            .filter(|&l| l > 0 && i64::try_from(l).is_ok())
+            .ok_or(SimError::with_context(
+                ErrorKind::OutOfRange,
+                "disk image size (zero blocks or too large)",
+            ))?;
+        let mut oo = OpenOptions::new();
+        oo.read(true).write(true);
+        if opts.overwrite {
+            oo.create(true).truncate(true);
+        } else {
+            oo.create_new(true);
+        }
+        let file = oo
+            .open(path)
+            .map_err(|e| io_err("creating disk image", e))?;
+        file.set_len(len)
+            .map_err(|e| io_err("sizing disk image", e))?;
+        Ok(Self {
+            file,
+            path: path.to_path_buf(),
+            block_size,
+            block_count,
+            sync_on_flush: opts.sync_on_flush,
+        })
+    }
+
+    /// Opens an existing image with default [`FileDiskOptions`]; the block count is the file
+    /// length divided by the block size.
+    pub fn open(path: impl AsRef<Path>, block_size: BlockSize) -> Result<Self, SimError> {
+        Self::open_with(path, block_size, FileDiskOptions::default())
+    }
+
+    /// Opens an existing image (`opts.overwrite` is ignored).
+    ///
+    /// Errors: [`ErrorKind::Misaligned`] if the file length is not a non-zero multiple of the
+    /// block size (nothing is changed); I/O errors as for the type (a missing file is
+    /// [`ErrorKind::Other`] wrapping `io::ErrorKind::NotFound`).
+    pub fn open_with(
+        path: impl AsRef<Path>,
+        block_size: BlockSize,
+        opts: FileDiskOptions,
+    ) -> Result<Self, SimError> {
+        let path = path.as_ref();
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .map_err(|e| io_err("opening disk image", e))?;
+        let len = file
+            .metadata()
+            .map_err(|e| io_err("reading disk image size", e))?
+            .len();
+        let bs = block_size.bytes() as u64;
+        if len == 0 || !len.is_multiple_of(bs) {
+            return Err(SimError::with_context(
+                ErrorKind::Misaligned,
+                "disk image length is not a whole, non-zero number of blocks",
+            ));
+        }
+        Ok(Self {
+            file,
+            path: path.to_path_buf(),
+            block_size,
+            block_count: len / bs,
+            sync_on_flush: opts.sync_on_flush,
+        })
+    }
+
+    /// The image's path.
+    #[must_use]
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Whether `flush` calls `fdatasync(2)`.
+    #[must_use]
+    pub fn sync_on_flush(&self) -> bool {
+        self.sync_on_flush
+    }
+
+    /// Capacity in bytes.
+    #[must_use]
+    pub fn capacity_bytes(&self) -> u64 {
+        byte_offset(self.block_size, self.block_count)
+    }
+}
+
+impl ErrorType for FileDisk {
+    type Error = SimError;
+}
+
+impl BlockDevice for FileDisk {
+    fn block_size(&self) -> BlockSize {
+        self.block_size
+    }
+
+    fn block_count(&self) -> u64 {
+        self.block_count
+    }
+
+    fn read(&mut self, lba: u64, buf: &mut [u8]) -> Result<(), SimError> {
+        check_io(self.block_size, self.block_count, lba, buf.len())?;
+        self.file
+            .read_exact_at(buf, byte_offset(self.block_size, lba))
+            .map_err(|e| io_err("reading disk image", e))
+    }
+
+    fn write(&mut self, lba: u64, buf: &[u8]) -> Result<(), SimError> {
+        check_io(self.block_size, self.block_count, lba, buf.len())?;
+        self.file
+            .write_all_at(buf, byte_offset(self.block_size, lba))
+            .map_err(|e| io_err("writing disk image", e))
+    }
+
+    fn flush(&mut self) -> Result<(), SimError> {
+        if self.sync_on_flush {
+            self.file
+                .sync_data()
+                .map_err(|e| io_err("syncing disk image", e))?;
+        }
+        Ok(())
+    }
+
+    /// Checks the range and keeps the data (allowed: trim is advisory). Punching holes would need
+    /// `fallocate(2)`, which std does not offer.
+    fn trim(&mut self, lba: u64, blocks: u64) -> Result<(), SimError> {
+        check_range(self.block_count, lba, blocks)?;
+        Ok(())
+    }
+}

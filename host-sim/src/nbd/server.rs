@@ -1,0 +1,601 @@
+//! Sockets and threads: the accept loop, two threads per connection, one backend owner thread.
+//!
+//! ```text
+//!  client ──► reader thread (Session) ──Job──► owner thread (Backend, stats) ──reply──┐
+//!  client ◄── writer thread ◄──────────────────────────────────────────────────────────┘
+//! ```
+//! The owner runs one request at a time and never touches a socket: it hands the finished reply
+//! to the connection's writer through an unbounded channel, so a slow client only slows itself.
+//! Each connection may have at most `max_inflight_per_connection` replies outstanding (the
+//! reader waits for a credit before it queues more), which bounds memory per connection.
+
+use std::collections::HashMap;
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::os::unix::fs::FileTypeExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, mpsc};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use super::backend::{BLOCK_U64, Backend, ExportInfo};
+use super::exec;
+use super::session::{Action, CloseReason, PREFERRED_BLOCK_BYTES, Request, Session, SessionLimits};
+use super::stats::{self, ConnCounters, Recorder};
+
+/// Default TCP address: loopback, the IANA NBD port.
+pub const DEFAULT_TCP: &str = "127.0.0.1:10809";
+
+/// How often the accept loop looks at the shutdown flag when no client connects.
+const ACCEPT_POLL: Duration = Duration::from_millis(20);
+/// Bytes read from a socket at a time.
+const READ_CHUNK: usize = 256 << 10;
+
+/// Server configuration.
+#[derive(Clone, Debug)]
+pub struct ServeConfig {
+    /// TCP address to listen on (`None`: no TCP). Port 0 picks a free port; see
+    /// [`Server::tcp_addr`]. Default `127.0.0.1:10809`.
+    pub tcp: Option<SocketAddr>,
+    /// Unix socket path to listen on (`None`: no Unix socket). A stale socket file at the path
+    /// is replaced; any other file there is an error. The file is removed when the server stops.
+    pub unix: Option<PathBuf>,
+    /// Where to write the JSON statistics ([`stats::StatsFile`]); `None`: no stats file.
+    pub stats_path: Option<PathBuf>,
+    /// How often the stats file is rewritten. Default 1 s.
+    pub stats_interval: Duration,
+    /// Request and option size limits.
+    pub limits: SessionLimits,
+    /// Connections served at once; further clients are closed at once. Default 64.
+    pub max_connections: usize,
+    /// Replies a connection may have outstanding before the server stops reading its requests.
+    /// Default 64.
+    pub max_inflight_per_connection: usize,
+    /// How long a stopping server waits for clients to take their last replies before it drops
+    /// them. Default 10 s.
+    pub shutdown_grace: Duration,
+    /// Set this (e.g. from a signal handler, see [`super::install_shutdown_signals`]) to stop
+    /// the server: it stops accepting, finishes requests in flight, shuts the backend down and
+    /// [`Server::run`] returns.
+    pub shutdown: Arc<AtomicBool>,
+}
+
+impl Default for ServeConfig {
+    fn default() -> Self {
+        ServeConfig {
+            tcp: DEFAULT_TCP.parse().ok(),
+            unix: None,
+            stats_path: None,
+            stats_interval: Duration::from_secs(1),
+            limits: SessionLimits::default(),
+            max_connections: 64,
+            max_inflight_per_connection: 64,
+            shutdown_grace: Duration::from_secs(10),
+            shutdown: Arc::new(AtomicBool::new(false)),
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Job {
+    req: Request,
+    received: Instant,
+    reply_to: mpsc::Sender<Vec<u8>>,
+}
+
+#[derive(Debug)]
+enum OwnerMsg {
+    Job(Job),
+    Shutdown,
+}
+
+/// A connection over TCP or a Unix socket.
+#[derive(Debug)]
+enum Conn {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+}
+
+impl Conn {
+    fn try_clone(&self) -> io::Result<Conn> {
+        match self {
+            Conn::Tcp(s) => s.try_clone().map(Conn::Tcp),
+            Conn::Unix(s) => s.try_clone().map(Conn::Unix),
+        }
+    }
+
+    fn shutdown(&self, how: Shutdown) -> io::Result<()> {
+        match self {
+            Conn::Tcp(s) => s.shutdown(how),
+            Conn::Unix(s) => s.shutdown(how),
+        }
+    }
+}
+
+impl Read for Conn {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Conn::Tcp(s) => s.read(buf),
+            Conn::Unix(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Conn {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Conn::Tcp(s) => s.write(buf),
+            Conn::Unix(s) => s.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Conn::Tcp(s) => s.flush(),
+            Conn::Unix(s) => s.flush(),
+        }
+    }
+}
+
+/// A bound NBD server whose backend is running; [`Server::run`] serves until shutdown.
+#[derive(Debug)]
+pub struct Server {
+    config: ServeConfig,
+    tcp: Option<TcpListener>,
+    unix: Option<UnixListener>,
+    exports: Arc<[ExportInfo]>,
+    owner_tx: mpsc::Sender<OwnerMsg>,
+    owner: JoinHandle<io::Result<()>>,
+    counters: Arc<ConnCounters>,
+}
+
+fn invalid_input(msg: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, msg)
+}
+
+/// Checks what the protocol needs of the export list.
+fn validate_exports(exports: &[ExportInfo]) -> io::Result<()> {
+    for (i, e) in exports.iter().enumerate() {
+        if !e.size_bytes.is_multiple_of(BLOCK_U64) {
+            return Err(invalid_input(format!(
+                "export {:?}: size {} is not a multiple of 4096",
+                e.name, e.size_bytes
+            )));
+        }
+        if e.name.len() > super::proto::MAX_STRING_LEN || e.name.contains('\0') {
+            return Err(invalid_input(format!(
+                "export {:?}: name too long or contains NUL",
+                e.name
+            )));
+        }
+        if e.description.len() > super::proto::MAX_STRING_LEN || e.description.contains('\0') {
+            return Err(invalid_input(format!(
+                "export {:?}: description too long or contains NUL",
+                e.name
+            )));
+        }
+        if exports[..i].iter().any(|o| o.name == e.name) {
+            return Err(invalid_input(format!(
+                "export name {:?} used twice",
+                e.name
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn bind_unix(path: &Path) -> io::Result<UnixListener> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_socket() => std::fs::remove_file(path)?,
+        Ok(_) => {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!("{} exists and is not a socket", path.display()),
+            ));
+        }
+        Err(_) => {}
+    }
+    UnixListener::bind(path)
+}
+
+impl Server {
+    /// Binds the listeners, then starts the owner thread, which builds the backend with
+    /// `factory` (so the backend need not be `Send`) and reads its export list.
+    ///
+    /// Clients may connect as soon as this returns (the listeners are bound); they are served
+    /// once [`Server::run`] is called. Errors: binding fails, `factory` fails, the export list
+    /// is invalid (size not a multiple of 4096, duplicate or over-long name), or the limits are
+    /// invalid (maximum request below 4096 bytes).
+    pub fn start<B, F>(config: ServeConfig, factory: F) -> io::Result<Server>
+    where
+        B: Backend + 'static,
+        F: FnOnce() -> io::Result<B> + Send + 'static,
+    {
+        if config.limits.max_request_bytes < PREFERRED_BLOCK_BYTES {
+            return Err(invalid_input(format!(
+                "max_request_bytes must be at least {PREFERRED_BLOCK_BYTES}"
+            )));
+        }
+        if config.tcp.is_none() && config.unix.is_none() {
+            return Err(invalid_input(
+                "no TCP address and no Unix socket path to listen on".into(),
+            ));
+        }
+        let tcp = config.tcp.map(TcpListener::bind).transpose()?;
+        let unix = config.unix.as_deref().map(bind_unix).transpose()?;
+        if let Some(l) = &tcp {
+            l.set_nonblocking(true)?;
+        }
+        if let Some(l) = &unix {
+            l.set_nonblocking(true)?;
+        }
+
+        let counters = Arc::new(ConnCounters::default());
+        let (owner_tx, owner_rx) = mpsc::channel();
+        let (ready_tx, ready_rx) = mpsc::channel::<io::Result<Vec<ExportInfo>>>();
+        let stats_path = config.stats_path.clone();
+        let stats_interval = config.stats_interval.max(Duration::from_millis(10));
+        let owner_counters = Arc::clone(&counters);
+        let owner = thread::Builder::new()
+            .name("nbd-owner".into())
+            .spawn(move || {
+                let backend = match factory() {
+                    Ok(b) => b,
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
+                        return Ok(());
+                    }
+                };
+                let exports = backend.exports();
+                if let Err(e) = validate_exports(&exports) {
+                    let _ = ready_tx.send(Err(e));
+                    return Ok(());
+                }
+                let _ = ready_tx.send(Ok(exports.clone()));
+                owner_main(
+                    backend,
+                    &exports,
+                    &owner_rx,
+                    stats_path.as_deref(),
+                    stats_interval,
+                    &owner_counters,
+                )
+            })?;
+        let exports = match ready_rx.recv() {
+            Ok(Ok(e)) => e,
+            Ok(Err(e)) => {
+                let _ = owner.join();
+                if let Some(p) = &config.unix {
+                    let _ = std::fs::remove_file(p);
+                }
+                return Err(e);
+            }
+            Err(_) => return Err(io::Error::other("backend factory panicked")),
+        };
+        Ok(Server {
+            config,
+            tcp,
+            unix,
+            exports: exports.into(),
+            owner_tx,
+            owner,
+            counters,
+        })
+    }
+
+    /// The bound TCP address (with the real port if the configuration asked for port 0).
+    pub fn tcp_addr(&self) -> Option<SocketAddr> {
+        self.tcp.as_ref().and_then(|l| l.local_addr().ok())
+    }
+
+    /// The Unix socket path, if any.
+    pub fn unix_path(&self) -> Option<&Path> {
+        self.config.unix.as_deref()
+    }
+
+    /// The exports, as the backend listed them.
+    pub fn exports(&self) -> &[ExportInfo] {
+        &self.exports
+    }
+
+    /// The flag that stops [`Server::run`] when set.
+    pub fn shutdown_flag(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.config.shutdown)
+    }
+
+    /// Serves clients until the shutdown flag is set, then stops accepting, lets requests in
+    /// flight finish (replies are sent for `shutdown_grace` at most), calls
+    /// [`Backend::shutdown`], writes the final stats and returns.
+    ///
+    /// Errors: the backend's shutdown failed, or the backend panicked.
+    pub fn run(self) -> io::Result<()> {
+        let Server {
+            config,
+            tcp,
+            unix,
+            exports,
+            owner_tx,
+            owner,
+            counters,
+        } = self;
+        let (done_tx, done_rx) = mpsc::channel::<u64>();
+        let mut conns: HashMap<u64, (Conn, JoinHandle<()>)> = HashMap::new();
+        let mut next_id = 0u64;
+        let shared = ConnShared {
+            exports,
+            limits: config.limits,
+            inflight: config.max_inflight_per_connection.max(1),
+        };
+
+        while !config.shutdown.load(Ordering::SeqCst) && !owner.is_finished() {
+            let mut accepted = Vec::new();
+            if let Some(l) = &tcp {
+                match l.accept() {
+                    Ok((s, _)) => {
+                        let _ = s.set_nodelay(true);
+                        accepted.push(s.set_nonblocking(false).map(|()| Conn::Tcp(s)));
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(e) => accepted.push(Err(e)),
+                }
+            }
+            if let Some(l) = &unix {
+                match l.accept() {
+                    Ok((s, _)) => accepted.push(s.set_nonblocking(false).map(|()| Conn::Unix(s))),
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(e) => accepted.push(Err(e)),
+                }
+            }
+            while let Ok(id) = done_rx.try_recv() {
+                if let Some((_, h)) = conns.remove(&id) {
+                    let _ = h.join();
+                }
+            }
+            let idle = accepted.is_empty();
+            for conn in accepted {
+                let conn = match conn {
+                    Ok(c) => c,
+                    Err(e) => {
+                        log::warn!("nbd: accept failed: {e}");
+                        continue;
+                    }
+                };
+                if conns.len() >= config.max_connections {
+                    log::warn!("nbd: {} connections already, refusing another", conns.len());
+                    continue;
+                }
+                let id = next_id;
+                next_id += 1;
+                match spawn_connection(id, conn, &shared, &owner_tx, &done_tx, &counters) {
+                    Ok(entry) => {
+                        conns.insert(id, entry);
+                    }
+                    Err(e) => log::warn!("nbd: cannot start connection thread: {e}"),
+                }
+            }
+            if idle {
+                thread::sleep(ACCEPT_POLL);
+            }
+        }
+
+        // Stop accepting.
+        drop(tcp);
+        drop(unix);
+        if let Some(p) = &config.unix {
+            let _ = std::fs::remove_file(p);
+        }
+        // Stop reading requests; those already received complete and their replies are sent.
+        for (c, _) in conns.values() {
+            let _ = c.shutdown(Shutdown::Read);
+        }
+        let deadline = Instant::now() + config.shutdown_grace;
+        while !conns.is_empty() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match done_rx.recv_timeout(left) {
+                Ok(id) => {
+                    if let Some((_, h)) = conns.remove(&id) {
+                        let _ = h.join();
+                    }
+                }
+                Err(_) => break,
+            }
+        }
+        for (_, (c, h)) in conns.drain() {
+            let _ = c.shutdown(Shutdown::Both);
+            let _ = h.join();
+        }
+        let _ = owner_tx.send(OwnerMsg::Shutdown);
+        drop(owner_tx);
+        match owner.join() {
+            Ok(r) => r,
+            Err(_) => Err(io::Error::other("nbd: the backend owner thread panicked")),
+        }
+    }
+}
+
+/// What every connection thread needs.
+#[derive(Debug)]
+struct ConnShared {
+    exports: Arc<[ExportInfo]>,
+    limits: SessionLimits,
+    inflight: usize,
+}
+
+fn spawn_connection(
+    id: u64,
+    conn: Conn,
+    shared: &ConnShared,
+    owner_tx: &mpsc::Sender<OwnerMsg>,
+    done_tx: &mpsc::Sender<u64>,
+    counters: &Arc<ConnCounters>,
+) -> io::Result<(Conn, JoinHandle<()>)> {
+    let handle = conn.try_clone()?;
+    let exports = Arc::clone(&shared.exports);
+    let (limits, inflight) = (shared.limits, shared.inflight);
+    let owner_tx = owner_tx.clone();
+    let done_tx = done_tx.clone();
+    let counters = Arc::clone(counters);
+    counters.active.fetch_add(1, Ordering::Relaxed);
+    counters.total.fetch_add(1, Ordering::Relaxed);
+    let thread_counters = Arc::clone(&counters);
+    let spawned = thread::Builder::new()
+        .name(format!("nbd-conn-{id}"))
+        .spawn(move || {
+            connection_main(id, conn, exports, limits, inflight, &owner_tx);
+            thread_counters.active.fetch_sub(1, Ordering::Relaxed);
+            let _ = done_tx.send(id);
+        });
+    match spawned {
+        Ok(h) => Ok((handle, h)),
+        Err(e) => {
+            counters.active.fetch_sub(1, Ordering::Relaxed);
+            Err(e)
+        }
+    }
+}
+
+/// The reader side of one connection; spawns and finally joins the writer.
+fn connection_main(
+    id: u64,
+    mut conn: Conn,
+    exports: Arc<[ExportInfo]>,
+    limits: SessionLimits,
+    inflight: usize,
+    owner_tx: &mpsc::Sender<OwnerMsg>,
+) {
+    let write_half = match conn.try_clone() {
+        Ok(w) => w,
+        Err(e) => {
+            log::warn!("nbd: connection {id}: {e}");
+            return;
+        }
+    };
+    let (out_tx, out_rx) = mpsc::channel::<Vec<u8>>();
+    let (credit_tx, credit_rx) = mpsc::sync_channel::<()>(inflight);
+    let writer = match thread::Builder::new()
+        .name(format!("nbd-write-{id}"))
+        .spawn(move || writer_main(write_half, &out_rx, &credit_rx))
+    {
+        Ok(w) => w,
+        Err(e) => {
+            log::warn!("nbd: connection {id}: cannot start writer: {e}");
+            return;
+        }
+    };
+
+    let mut session = Session::new(exports, limits);
+    let mut buf = vec![0u8; READ_CHUNK];
+    let end: Option<CloseReason> = 'conn: loop {
+        while let Some(action) = session.next_action() {
+            // Every queued reply holds a credit until the writer has sent it.
+            match action {
+                Action::Send(bytes) => {
+                    if credit_tx.send(()).is_err() || out_tx.send(bytes).is_err() {
+                        break 'conn None;
+                    }
+                }
+                Action::Execute(req) => {
+                    let job = Job {
+                        req,
+                        received: Instant::now(),
+                        reply_to: out_tx.clone(),
+                    };
+                    if credit_tx.send(()).is_err() || owner_tx.send(OwnerMsg::Job(job)).is_err() {
+                        break 'conn None;
+                    }
+                }
+                Action::Close(reason) => break 'conn Some(reason),
+            }
+        }
+        match conn.read(&mut buf) {
+            Ok(0) => break None,
+            Ok(n) => session.feed(&buf[..n]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => break None,
+        }
+    };
+    match end {
+        Some(CloseReason::Protocol(why)) => {
+            log::warn!("nbd: connection {id}: protocol error: {why}; disconnecting");
+        }
+        Some(CloseReason::UnknownExport(name)) => {
+            log::warn!("nbd: connection {id}: unknown export {name:?}");
+        }
+        Some(r) => log::debug!("nbd: connection {id}: {r:?}"),
+        None => log::debug!("nbd: connection {id}: closed by the client"),
+    }
+    // Requests cut short (e.g. half a write payload) were never queued. The writer sends the
+    // replies still due, then closes.
+    drop(out_tx);
+    let _ = conn.shutdown(Shutdown::Read);
+    let _ = writer.join();
+}
+
+fn writer_main(mut w: Conn, out: &mpsc::Receiver<Vec<u8>>, credits: &mpsc::Receiver<()>) {
+    for msg in out {
+        if w.write_all(&msg).is_err() {
+            // The client is gone; returning drops the credit receiver, which wakes the reader.
+            let _ = w.shutdown(Shutdown::Both);
+            return;
+        }
+        let _ = credits.try_recv();
+    }
+    let _ = w.flush();
+    let _ = w.shutdown(Shutdown::Both);
+}
+
+/// The owner thread: the only place the backend is touched.
+fn owner_main<B: Backend>(
+    mut backend: B,
+    exports: &[ExportInfo],
+    rx: &mpsc::Receiver<OwnerMsg>,
+    stats_path: Option<&Path>,
+    interval: Duration,
+    counters: &ConnCounters,
+) -> io::Result<()> {
+    let mut recorder = Recorder::new(exports);
+    let mut next_stats = Instant::now() + interval;
+    let write_stats = |recorder: &mut Recorder, backend: &B, is_final: bool| {
+        if let Some(path) = stats_path {
+            let snap = recorder.snapshot(counters, backend.stats_json(), is_final);
+            if let Err(e) = stats::write_stats_file(path, &snap) {
+                log::warn!("nbd: cannot write stats to {}: {e}", path.display());
+            }
+        }
+    };
+    loop {
+        let msg = if stats_path.is_some() {
+            let now = Instant::now();
+            if now >= next_stats {
+                write_stats(&mut recorder, &backend, false);
+                next_stats = now + interval;
+                continue;
+            }
+            match rx.recv_timeout(next_stats - now) {
+                Ok(m) => m,
+                Err(mpsc::RecvTimeoutError::Timeout) => continue,
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            }
+        } else {
+            match rx.recv() {
+                Ok(m) => m,
+                Err(_) => break,
+            }
+        };
+        match msg {
+            OwnerMsg::Job(job) => {
+                let export = job.req.export;
+                let outcome = exec::execute(&mut backend, exports, job.req);
+                recorder.record(export, &outcome, job.received.elapsed());
+                // A closed connection no longer wants its reply.
+                let _ = job.reply_to.send(outcome.reply);
+            }
+            OwnerMsg::Shutdown => break,
+        }
+    }
+    let result = backend.shutdown();
+    write_stats(&mut recorder, &backend, true);
+    result.map_err(|e| io::Error::other(format!("backend shutdown failed: {e}")))
+}
