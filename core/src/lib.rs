@@ -27,6 +27,13 @@ mod fmt;
 
 pub mod checksum;
 pub mod event;
+pub mod format;
 pub mod gf256;
 pub mod parity;
 pub mod raid;
+
+pub(crate) mod log;
+#[cfg(feature = "mutate")]
+pub mod mutate;
+pub mod pool;
+pub(crate) mod volume;

@@ -13,4 +13,4 @@ pub use geometry::{
 };
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -1,0 +1,1082 @@
+//! Every on-disk structure, encoded and decoded in one place so format changes have one home.
+//!
+//! Everything read from a disk is untrusted: every decoder checks magic, version, lengths and a
+//! CRC32C before it believes a field, and returns [`FormatError`] instead of panicking.
+//!
+//! ## Member disk layout (all sizes in bytes)
+//! ```text
+//! 0          4 KiB      8 KiB          8 KiB + 8×4 KiB          + zil_slots×4 KiB
+//! | super A  | super B  | root ring (8 slots) | intent log ring (ZIL) | data area (strips) …
+//! ```
+//! Both superblock copies are written in turn with a flush between them, so a torn write leaves
+//! the other valid. Checkpoint roots go round the ring, one slot per checkpoint generation, on
+//! every member.
+//!
+//! ## Log items (in the data area, 512-byte aligned)
+//! Every item starts with a 64-byte [`ItemHeader`] followed by its payload; the item occupies
+//! `round_up(64 + stored_len, 512)` bytes. Items never cross a segment boundary; they may cross
+//! stripe boundaries.
+//!
+//! Fixed-layout structures (item and intent-log headers, map entries) are little-endian at fixed
+//! offsets because they are read at random; variable structures (superblock, root, LUN table)
+//! are `postcard`-encoded behind a length and a CRC32C.
+
+use heapless::Vec;
+use serde::{Deserialize, Serialize};
+
+use crate::raid::{DiskState, Geometry};
+
+/// Format version written by this code; others are refused on import.
+pub const FORMAT_VERSION: u16 = 1;
+/// Magic of a superblock ("RCSUPER1").
+pub const SUPER_MAGIC: u64 = u64::from_le_bytes(*b"RCSUPER1");
+/// Magic of a checkpoint root ("RCROOT01").
+pub const ROOT_MAGIC: u64 = u64::from_le_bytes(*b"RCROOT01");
+/// Magic of a log item header.
+pub const ITEM_MAGIC: u32 = u32::from_le_bytes(*b"RCIT");
+/// Magic of an intent-log record header.
+pub const ZIL_MAGIC: u32 = u32::from_le_bytes(*b"RCZL");
+
+/// Size of a label slot (superblock, root, intent-log block), in bytes.
+pub const SLOT_BYTES: usize = 4096;
+/// Label slots before the intent log: two superblocks and the root ring.
+pub const ROOT_SLOTS: u32 = 8;
+/// Alignment and allocation unit of log items, in bytes.
+pub const SECTOR: usize = 512;
+/// Size of an item header and of an intent-log record header, in bytes.
+pub const HEADER_BYTES: usize = 64;
+/// Client block size, in bytes: LUN LBAs count 4 KiB blocks.
+pub const LUN_BLOCK: usize = 4096;
+/// Bytes of one map page item payload.
+pub const PAGE_PAYLOAD: usize = 4096 - HEADER_BYTES;
+/// Bytes of one map entry.
+pub const ENTRY_BYTES: usize = 16;
+/// Entries per map page (leaf or index): the radix tree's fan-out.
+pub const FANOUT: usize = PAGE_PAYLOAD / ENTRY_BYTES;
+
+/// Why on-disk bytes were not accepted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum FormatError {
+    /// Wrong magic: not a raidcore structure (or never written).
+    Magic,
+    /// Checksum mismatch: torn, rotten or overwritten.
+    Crc,
+    /// A length or field out of its allowed range.
+    Bounds,
+    /// Written by a format version this code does not know.
+    Version(u16),
+    /// Encoding failed (buffer too small for the structure).
+    Encode,
+}
+
+impl core::fmt::Display for FormatError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            FormatError::Magic => f.write_str("bad magic"),
+            FormatError::Crc => f.write_str("checksum mismatch"),
+            FormatError::Bounds => f.write_str("field out of range"),
+            FormatError::Version(v) => write!(f, "unknown format version {v}"),
+            FormatError::Encode => f.write_str("structure too large to encode"),
+        }
+    }
+}
+
+/// CRC-32C (Castagnoli) of `data`, as iSCSI, ext4 and ZFS use it.
+#[must_use]
+pub fn crc32c(data: &[u8]) -> u32 {
+    crate::checksum::crc32c(data)
+}
+
+/// `x` rounded up to a multiple of `to` (a power of two).
+#[must_use]
+pub const fn round_up(x: usize, to: usize) -> usize {
+    (x + to - 1) & !(to - 1)
+}
+
+fn get_u16(b: &[u8], at: usize) -> u16 {
+    let mut a = [0u8; 2];
+    if let Some(s) = b.get(at..at + 2) {
+        a.copy_from_slice(s);
+    }
+    u16::from_le_bytes(a)
+}
+fn get_u32(b: &[u8], at: usize) -> u32 {
+    let mut a = [0u8; 4];
+    if let Some(s) = b.get(at..at + 4) {
+        a.copy_from_slice(s);
+    }
+    u32::from_le_bytes(a)
+}
+fn get_u64(b: &[u8], at: usize) -> u64 {
+    let mut a = [0u8; 8];
+    if let Some(s) = b.get(at..at + 8) {
+        a.copy_from_slice(s);
+    }
+    u64::from_le_bytes(a)
+}
+fn put(b: &mut [u8], at: usize, v: &[u8]) {
+    if let Some(s) = b.get_mut(at..at + v.len()) {
+        s.copy_from_slice(v);
+    }
+}
+
+/// What a log item holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[repr(u8)]
+pub enum ItemKind {
+    /// Client data: `blocks` 4 KiB blocks of LUN `lun` from LBA `lba`.
+    Extent = 1,
+    /// A map page: level in `blocks`, page index in `lba`.
+    MapPage = 2,
+    /// An unmap of `blocks` blocks of LUN `lun` from LBA `lba` (TRIM, write-zeroes).
+    Trim = 3,
+    /// Filler up to a stripe or segment end.
+    Pad = 4,
+    /// The LUN table (postcard).
+    LunTable = 5,
+    /// The segment usage table (packed 8-byte entries).
+    SegmentTable = 6,
+    /// The list of LBAs that could not be recovered (postcard).
+    BadList = 7,
+}
+
+impl ItemKind {
+    fn from_u8(v: u8) -> Option<Self> {
+        Some(match v {
+            1 => ItemKind::Extent,
+            2 => ItemKind::MapPage,
+            3 => ItemKind::Trim,
+            4 => ItemKind::Pad,
+            5 => ItemKind::LunTable,
+            6 => ItemKind::SegmentTable,
+            7 => ItemKind::BadList,
+            _ => return None,
+        })
+    }
+}
+
+/// Item flag: the payload is LZ4-compressed.
+pub const FLAG_COMPRESSED: u8 = 1;
+/// Item flag: written by the cleaner (relocated live data).
+pub const FLAG_CLEANER: u8 = 2;
+
+/// The 64-byte header in front of every log item. It names the pool, LUN, LBA range, sequence
+/// number and its own log address, so a torn, lost, stale or misdirected write is caught even
+/// when the block itself looks valid (ARCHITECTURE invariant 3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct ItemHeader {
+    /// What the item holds.
+    pub kind: ItemKind,
+    /// `FLAG_*` bits.
+    pub flags: u8,
+    /// LUN number (extents, map pages, trims).
+    pub lun: u16,
+    /// First LBA in 4 KiB blocks (extents, trims), page index (map pages).
+    pub lba: u64,
+    /// Block count (extents, trims), tree level (map pages).
+    pub blocks: u32,
+    /// Payload bytes stored after the header.
+    pub stored_len: u32,
+    /// Payload bytes once decompressed.
+    pub raw_len: u32,
+    /// CRC32C of the stored payload.
+    pub payload_crc: u32,
+    /// Log sequence number: items are numbered consecutively in log order.
+    pub seq: u64,
+    /// The first 8 bytes of the pool UUID.
+    pub pool: u64,
+    /// The log address this item was written at, in bytes.
+    pub addr: u64,
+}
+
+impl ItemHeader {
+    /// Bytes the whole item occupies in the log (header + payload, rounded to a sector).
+    #[must_use]
+    pub const fn item_bytes(&self) -> usize {
+        round_up(HEADER_BYTES + self.stored_len as usize, SECTOR)
+    }
+
+    /// Encodes into the first 64 bytes of `out` (which must be at least that long).
+    pub fn encode(&self, out: &mut [u8]) -> Result<(), FormatError> {
+        let b = out.get_mut(..HEADER_BYTES).ok_or(FormatError::Encode)?;
+        b.fill(0);
+        put(b, 0, &ITEM_MAGIC.to_le_bytes());
+        put(b, 4, &[self.kind as u8, self.flags]);
+        put(b, 6, &self.lun.to_le_bytes());
+        put(b, 8, &self.lba.to_le_bytes());
+        put(b, 16, &self.blocks.to_le_bytes());
+        put(b, 20, &self.stored_len.to_le_bytes());
+        put(b, 24, &self.raw_len.to_le_bytes());
+        put(b, 28, &self.payload_crc.to_le_bytes());
+        put(b, 32, &self.seq.to_le_bytes());
+        put(b, 40, &self.pool.to_le_bytes());
+        put(b, 48, &self.addr.to_le_bytes());
+        let crc = crc32c(b.get(..60).ok_or(FormatError::Encode)?);
+        put(b, 60, &crc.to_le_bytes());
+        Ok(())
+    }
+
+    /// Decodes and checks a header (magic, CRC, kind, lengths up to `max_payload` bytes).
+    pub fn decode(b: &[u8], max_payload: usize) -> Result<Self, FormatError> {
+        let b = b.get(..HEADER_BYTES).ok_or(FormatError::Bounds)?;
+        if get_u32(b, 0) != ITEM_MAGIC {
+            return Err(FormatError::Magic);
+        }
+        if crc32c(b.get(..60).ok_or(FormatError::Bounds)?) != get_u32(b, 60) {
+            return Err(FormatError::Crc);
+        }
+        let kind = ItemKind::from_u8(b.get(4).copied().unwrap_or(0)).ok_or(FormatError::Bounds)?;
+        let h = ItemHeader {
+            kind,
+            flags: b.get(5).copied().unwrap_or(0),
+            lun: get_u16(b, 6),
+            lba: get_u64(b, 8),
+            blocks: get_u32(b, 16),
+            stored_len: get_u32(b, 20),
+            raw_len: get_u32(b, 24),
+            payload_crc: get_u32(b, 28),
+            seq: get_u64(b, 32),
+            pool: get_u64(b, 40),
+            addr: get_u64(b, 48),
+        };
+        if h.stored_len as usize > max_payload || h.raw_len as usize > max_payload.max(PAGE_PAYLOAD)
+        {
+            return Err(FormatError::Bounds);
+        }
+        if !h.addr.is_multiple_of(SECTOR as u64) {
+            return Err(FormatError::Bounds);
+        }
+        Ok(h)
+    }
+}
+
+/// A pointer to a log item: where it is, how long, and the CRC32C of its payload (kept outside
+/// the item, as ZFS keeps checksums in block pointers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct BlockPtr {
+    /// Log address of the item, in bytes (0 with `len` 0 means "none").
+    pub addr: u64,
+    /// Item length in the log, in bytes (header + payload + rounding).
+    pub len: u32,
+    /// CRC32C of the payload.
+    pub crc: u32,
+}
+
+impl BlockPtr {
+    /// The null pointer.
+    pub const NONE: BlockPtr = BlockPtr {
+        addr: 0,
+        len: 0,
+        crc: 0,
+    };
+    /// True for the null pointer.
+    #[must_use]
+    pub const fn is_none(&self) -> bool {
+        self.len == 0
+    }
+}
+
+/// One 16-byte map entry: where a LUN block (leaf pages) or a child page (index pages) lives.
+///
+/// Layout: `[0..5]` item address in 512-byte sectors, `[5]` block index inside the extent, `[6]`
+/// extent block count, `[7]` flags (bit 0 valid, bit 1 compressed), `[8..12]` stored payload
+/// length in bytes (the item's length follows from it), `[12..16]` payload CRC32C. An all-zero
+/// entry is unmapped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct MapEntry {
+    /// Item address in 512-byte sectors.
+    pub sector: u64,
+    /// Stored payload bytes of the item.
+    pub stored_len: u32,
+    /// Index of this block inside its extent.
+    pub index: u8,
+    /// Blocks in the extent.
+    pub blocks: u8,
+    /// The payload is compressed.
+    pub compressed: bool,
+    /// Payload CRC32C.
+    pub crc: u32,
+    /// The entry maps something.
+    pub valid: bool,
+}
+
+impl MapEntry {
+    /// The unmapped entry.
+    pub const NONE: MapEntry = MapEntry {
+        sector: 0,
+        stored_len: 0,
+        index: 0,
+        blocks: 0,
+        compressed: false,
+        crc: 0,
+        valid: false,
+    };
+
+    /// Log address of the item, in bytes.
+    #[must_use]
+    pub const fn addr(&self) -> u64 {
+        self.sector * SECTOR as u64
+    }
+
+    /// Item length in the log, in bytes.
+    #[must_use]
+    pub const fn item_bytes(&self) -> usize {
+        round_up(HEADER_BYTES + self.stored_len as usize, SECTOR)
+    }
+
+    /// An entry pointing at a whole map page item (index pages).
+    #[must_use]
+    pub fn from_ptr(p: BlockPtr) -> Self {
+        if p.is_none() {
+            return MapEntry::NONE;
+        }
+        MapEntry {
+            sector: p.addr / SECTOR as u64,
+            stored_len: (p.len as usize).saturating_sub(HEADER_BYTES) as u32,
+            index: 0,
+            blocks: 0,
+            compressed: false,
+            crc: p.crc,
+            valid: true,
+        }
+    }
+
+    /// The item this entry points at.
+    #[must_use]
+    pub const fn ptr(&self) -> BlockPtr {
+        if !self.valid {
+            return BlockPtr::NONE;
+        }
+        BlockPtr {
+            addr: self.addr(),
+            len: self.item_bytes() as u32,
+            crc: self.crc,
+        }
+    }
+
+    /// This block's share of `total` (bytes of the whole extent): the shares of an extent's
+    /// blocks add up to `total` exactly, so space counters stay exact as blocks are remapped.
+    #[must_use]
+    pub const fn share(&self, total: u32) -> u32 {
+        let n = if self.blocks == 0 {
+            1
+        } else {
+            self.blocks as u32
+        };
+        total / n
+            + if (self.index as u32) < total % n {
+                1
+            } else {
+                0
+            }
+    }
+
+    /// Encodes into 16 bytes at `out[at..]`.
+    pub fn encode(&self, out: &mut [u8], at: usize) {
+        let mut b = [0u8; ENTRY_BYTES];
+        if self.valid {
+            let s = self.sector.to_le_bytes();
+            b[..5].copy_from_slice(&s[..5]);
+            b[5] = self.index;
+            b[6] = self.blocks;
+            b[7] = 1 | if self.compressed { 2 } else { 0 };
+            b[8..12].copy_from_slice(&self.stored_len.to_le_bytes());
+            b[12..16].copy_from_slice(&self.crc.to_le_bytes());
+        }
+        put(out, at, &b);
+    }
+
+    /// Decodes 16 bytes at `b[at..]` (missing bytes read as unmapped).
+    #[must_use]
+    pub fn decode(b: &[u8], at: usize) -> Self {
+        let Some(e) = b.get(at..at + ENTRY_BYTES) else {
+            return MapEntry::NONE;
+        };
+        let flags = e.get(7).copied().unwrap_or(0);
+        if flags & 1 == 0 {
+            return MapEntry::NONE;
+        }
+        let mut s = [0u8; 8];
+        if let (Some(d), Some(src)) = (s.get_mut(..5), e.get(..5)) {
+            d.copy_from_slice(src);
+        }
+        MapEntry {
+            sector: u64::from_le_bytes(s),
+            stored_len: get_u32(e, 8),
+            index: e.get(5).copied().unwrap_or(0),
+            blocks: e.get(6).copied().unwrap_or(0),
+            compressed: flags & 2 != 0,
+            crc: get_u32(e, 12),
+            valid: true,
+        }
+    }
+}
+
+/// The role a disk plays in its pool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Role {
+    /// Member in this slot.
+    Member(u8),
+    /// Hot spare.
+    Spare,
+}
+
+/// One member slot as the pool configuration records it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemberRecord {
+    /// GUID of the disk that fills the slot (0: none).
+    pub guid: u64,
+    /// Its state.
+    pub state: DiskState,
+}
+
+/// Layout and volume settings fixed at pool creation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PoolLayout {
+    /// Intent-log ring size per member, in 4 KiB slots.
+    pub zil_slots: u32,
+    /// Stripes per segment.
+    pub segment_stripes: u32,
+    /// Segments in the data area.
+    pub segments: u32,
+    /// Largest extent, in 4 KiB blocks.
+    pub max_extent_blocks: u8,
+    /// LZ4 compression of extents.
+    pub compression: bool,
+}
+
+/// The pool configuration, written on every member and spare. `generation` grows with every
+/// membership change, so a disk that was away while the pool changed is recognised as stale.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Superblock {
+    /// [`SUPER_MAGIC`].
+    pub magic: u64,
+    /// [`FORMAT_VERSION`] of the writer.
+    pub version: u16,
+    /// The pool's identity.
+    pub pool_uuid: [u8; 16],
+    /// This disk's identity.
+    pub disk_guid: u64,
+    /// This disk's role.
+    pub role: Role,
+    /// Configuration generation.
+    pub generation: u64,
+    /// Array geometry.
+    pub geometry: Geometry,
+    /// Layout settings.
+    pub layout: PoolLayout,
+    /// Member slots: which disk fills each and its state.
+    pub members: Vec<MemberRecord, 32>,
+    /// GUIDs of the hot spares.
+    pub spares: Vec<u64, 32>,
+}
+
+/// Encodes a postcard structure into a slot: `[len u32][crc u32][bytes]`.
+fn encode_framed<T: Serialize>(v: &T, out: &mut [u8]) -> Result<usize, FormatError> {
+    let (head, body) = out.split_at_mut_checked(8).ok_or(FormatError::Encode)?;
+    let used = postcard::to_slice(v, body)
+        .map_err(|_| FormatError::Encode)?
+        .len();
+    let crc = crc32c(body.get(..used).ok_or(FormatError::Encode)?);
+    put(head, 0, &(used as u32).to_le_bytes());
+    put(head, 4, &crc.to_le_bytes());
+    Ok(used + 8)
+}
+
+fn decode_framed<'a, T: Deserialize<'a>>(b: &'a [u8]) -> Result<T, FormatError> {
+    let len = get_u32(b, 0) as usize;
+    let body = b
+        .get(8..8usize.checked_add(len).ok_or(FormatError::Bounds)?)
+        .ok_or(FormatError::Bounds)?;
+    if len == 0 {
+        return Err(FormatError::Magic);
+    }
+    if crc32c(body) != get_u32(b, 4) {
+        return Err(FormatError::Crc);
+    }
+    postcard::from_bytes(body).map_err(|_| FormatError::Bounds)
+}
+
+impl Superblock {
+    /// Encodes into a 4 KiB slot (zero-filled past the structure).
+    pub fn encode(&self, out: &mut [u8]) -> Result<(), FormatError> {
+        let slot = out.get_mut(..SLOT_BYTES).ok_or(FormatError::Encode)?;
+        slot.fill(0);
+        encode_framed(self, slot).map(|_| ())
+    }
+
+    /// Decodes and checks a slot.
+    pub fn decode(b: &[u8]) -> Result<Self, FormatError> {
+        let sb: Superblock = decode_framed(b.get(..SLOT_BYTES).ok_or(FormatError::Bounds)?)?;
+        if sb.magic != SUPER_MAGIC {
+            return Err(FormatError::Magic);
+        }
+        if sb.version != FORMAT_VERSION {
+            return Err(FormatError::Version(sb.version));
+        }
+        if sb.members.len() != sb.geometry.disks() {
+            return Err(FormatError::Bounds);
+        }
+        Ok(sb)
+    }
+
+    /// The first 8 bytes of the pool UUID, as item headers carry it.
+    #[must_use]
+    pub fn pool_tag(&self) -> u64 {
+        pool_tag(&self.pool_uuid)
+    }
+}
+
+/// The first 8 bytes of a pool UUID as a number (what item and intent-log headers carry).
+#[must_use]
+pub fn pool_tag(uuid: &[u8; 16]) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(uuid.get(..8).unwrap_or(&[0; 8]));
+    u64::from_le_bytes(a)
+}
+
+/// Where the log continues after a checkpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct LogCursor {
+    /// Log address of the next item, in bytes (a stripe boundary after a checkpoint).
+    pub head: u64,
+    /// Sequence number the next item gets.
+    pub next_item_seq: u64,
+    /// Sequence number the stripe at `head` gets when written.
+    pub next_stripe_seq: u64,
+}
+
+/// Progress of a rebuild, saved in every root so a restart resumes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RebuildCursor {
+    /// Member slot being rebuilt.
+    pub disk: u8,
+    /// Stripes below this are rebuilt.
+    pub next_stripe: u64,
+}
+
+/// Progress of a scrub.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScrubCursor {
+    /// Next segment to scrub.
+    pub next_segment: u32,
+    /// Blocks repaired so far in this pass.
+    pub repaired: u64,
+    /// Blocks found unrepairable so far in this pass.
+    pub unrepairable: u64,
+}
+
+/// Counters that survive restarts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Counters {
+    /// Bytes clients wrote.
+    pub client_bytes_written: u64,
+    /// Bytes clients read.
+    pub client_bytes_read: u64,
+    /// Raw (uncompressed) bytes of client extents appended.
+    pub extent_raw_bytes: u64,
+    /// Stored bytes of client extents appended (after compression, without headers).
+    pub extent_stored_bytes: u64,
+    /// Log bytes of client extents (headers and rounding included).
+    pub extent_log_bytes: u64,
+    /// Log bytes written by the cleaner.
+    pub cleaner_log_bytes: u64,
+    /// Log bytes of metadata items (map pages, tables, trims).
+    pub metadata_log_bytes: u64,
+    /// Log bytes of padding.
+    pub pad_log_bytes: u64,
+    /// Bytes written to intent-log rings (all copies).
+    pub zil_bytes: u64,
+    /// Bytes written to superblock and root slots.
+    pub label_bytes: u64,
+    /// Bytes of parity and mirror copies written.
+    pub redundancy_bytes: u64,
+    /// Bytes written by rebuilds and repairs.
+    pub repair_bytes: u64,
+    /// Checkpoints written.
+    pub checkpoints: u64,
+}
+
+/// A checkpoint root (uberblock): the newest valid one on any member is where import starts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Root {
+    /// [`ROOT_MAGIC`].
+    pub magic: u64,
+    /// [`FORMAT_VERSION`] of the writer.
+    pub version: u16,
+    /// The pool's identity.
+    pub pool_uuid: [u8; 16],
+    /// Checkpoint generation (grows by one per checkpoint).
+    pub root_gen: u64,
+    /// Configuration generation current when it was written.
+    pub config_gen: u64,
+    /// Where the log continues.
+    pub log: LogCursor,
+    /// Segments the log may use until the next checkpoint, in order; the first is the one
+    /// holding `log.head`.
+    pub reserved: Vec<u32, 16>,
+    /// The LUN table item.
+    pub luns: BlockPtr,
+    /// The segment usage table item.
+    pub segments: BlockPtr,
+    /// The unrecoverable-LBA list item.
+    pub bad: BlockPtr,
+    /// Rebuild in progress.
+    pub rebuild: Option<RebuildCursor>,
+    /// Scrub in progress.
+    pub scrub: Option<ScrubCursor>,
+    /// Persistent counters.
+    pub counters: Counters,
+}
+
+impl Root {
+    /// Encodes into a 4 KiB slot.
+    pub fn encode(&self, out: &mut [u8]) -> Result<(), FormatError> {
+        let slot = out.get_mut(..SLOT_BYTES).ok_or(FormatError::Encode)?;
+        slot.fill(0);
+        encode_framed(self, slot).map(|_| ())
+    }
+
+    /// Decodes and checks a slot.
+    pub fn decode(b: &[u8]) -> Result<Self, FormatError> {
+        let r: Root = decode_framed(b.get(..SLOT_BYTES).ok_or(FormatError::Bounds)?)?;
+        if r.magic != ROOT_MAGIC {
+            return Err(FormatError::Magic);
+        }
+        if r.version != FORMAT_VERSION {
+            return Err(FormatError::Version(r.version));
+        }
+        Ok(r)
+    }
+}
+
+/// Per-LUN space counters, kept exactly by adding and removing each mapped block's share of its
+/// item (the share is computed the same way both times).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct LunCounters {
+    /// Mapped 4 KiB blocks.
+    pub mapped_blocks: u64,
+    /// Sum over mapped blocks of stored payload bytes / blocks of their extent.
+    pub stored_bytes: u64,
+    /// Sum over mapped blocks of log item bytes / blocks of their extent.
+    pub log_bytes: u64,
+}
+
+/// Longest LUN name, in bytes.
+pub const LUN_NAME_MAX: usize = 24;
+
+/// One LUN as the LUN table records it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LunRecord {
+    /// LUN number (its index in the table).
+    pub id: u16,
+    /// Export name.
+    pub name: heapless::String<LUN_NAME_MAX>,
+    /// Size in 4 KiB blocks.
+    pub blocks: u64,
+    /// Root page of its map (none while empty).
+    pub map_root: BlockPtr,
+    /// Height of its map tree (1 = the root is a leaf).
+    pub depth: u8,
+    /// Space counters.
+    pub counters: LunCounters,
+}
+
+/// Encodes a LUN table (postcard) into `out`; returns the bytes used.
+pub fn encode_lun_table(luns: &[LunRecord], out: &mut [u8]) -> Result<usize, FormatError> {
+    encode_framed(&luns, out)
+}
+
+/// Decodes a LUN table of at most `L` LUNs.
+pub fn decode_lun_table<const L: usize>(b: &[u8]) -> Result<Vec<LunRecord, L>, FormatError> {
+    decode_framed(b)
+}
+
+/// Bytes of one segment usage table entry.
+pub const SEG_ENTRY_BYTES: usize = 8;
+
+/// State of a segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum SegState {
+    /// Free: may be reserved for the log.
+    Free,
+    /// Holds (or is receiving) log items.
+    Used,
+    /// Emptied by the cleaner at checkpoint generation `.0`; free once a later checkpoint is
+    /// durable (so the previous root never points into reused space).
+    Pending(u32),
+}
+
+/// One segment usage table entry: live bytes and state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct SegEntry {
+    /// Bytes of live items in the segment.
+    pub live: u32,
+    /// Its state.
+    pub state: SegState,
+}
+
+impl SegEntry {
+    /// Encodes into 8 bytes at `out[at..]`.
+    pub fn encode(&self, out: &mut [u8], at: usize) {
+        let tag: u32 = match self.state {
+            SegState::Free => 0,
+            SegState::Used => 1,
+            SegState::Pending(g) => 0x8000_0000 | (g & 0x7fff_ffff),
+        };
+        put(out, at, &self.live.to_le_bytes());
+        put(out, at + 4, &tag.to_le_bytes());
+    }
+
+    /// Decodes 8 bytes at `b[at..]`.
+    pub fn decode(b: &[u8], at: usize) -> Self {
+        let tag = get_u32(b, at + 4);
+        let state = match tag {
+            0 => SegState::Free,
+            1 => SegState::Used,
+            t if t & 0x8000_0000 != 0 => SegState::Pending(t & 0x7fff_ffff),
+            _ => SegState::Used,
+        };
+        SegEntry {
+            live: get_u32(b, at),
+            state,
+        }
+    }
+}
+
+/// The header of an intent-log (ZIL) record: a copy of bytes `offset..offset + len` of the open
+/// stripe at `stripe_addr`, whose stripe sequence number is `stripe_seq`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct ZilHeader {
+    /// First 8 bytes of the pool UUID.
+    pub pool: u64,
+    /// Log address of the stripe's first byte.
+    pub stripe_addr: u64,
+    /// The stripe's sequence number.
+    pub stripe_seq: u64,
+    /// Offset of the copied bytes in the stripe.
+    pub offset: u32,
+    /// Bytes copied (the payload follows the header).
+    pub len: u32,
+    /// CRC32C of the payload.
+    pub payload_crc: u32,
+    /// Record sequence number (grows with every record).
+    pub record_seq: u64,
+}
+
+impl ZilHeader {
+    /// Encodes into the first 64 bytes of `out`.
+    pub fn encode(&self, out: &mut [u8]) -> Result<(), FormatError> {
+        let b = out.get_mut(..HEADER_BYTES).ok_or(FormatError::Encode)?;
+        b.fill(0);
+        put(b, 0, &ZIL_MAGIC.to_le_bytes());
+        put(b, 4, &FORMAT_VERSION.to_le_bytes());
+        put(b, 8, &self.pool.to_le_bytes());
+        put(b, 16, &self.stripe_addr.to_le_bytes());
+        put(b, 24, &self.stripe_seq.to_le_bytes());
+        put(b, 32, &self.offset.to_le_bytes());
+        put(b, 36, &self.len.to_le_bytes());
+        put(b, 40, &self.payload_crc.to_le_bytes());
+        put(b, 44, &self.record_seq.to_le_bytes());
+        let crc = crc32c(b.get(..60).ok_or(FormatError::Encode)?);
+        put(b, 60, &crc.to_le_bytes());
+        Ok(())
+    }
+
+    /// Decodes and checks a record header; `max_len` bounds the payload length.
+    pub fn decode(b: &[u8], max_len: usize) -> Result<Self, FormatError> {
+        let b = b.get(..HEADER_BYTES).ok_or(FormatError::Bounds)?;
+        if get_u32(b, 0) != ZIL_MAGIC {
+            return Err(FormatError::Magic);
+        }
+        if crc32c(b.get(..60).ok_or(FormatError::Bounds)?) != get_u32(b, 60) {
+            return Err(FormatError::Crc);
+        }
+        let v = get_u16(b, 4);
+        if v != FORMAT_VERSION {
+            return Err(FormatError::Version(v));
+        }
+        let h = ZilHeader {
+            pool: get_u64(b, 8),
+            stripe_addr: get_u64(b, 16),
+            stripe_seq: get_u64(b, 24),
+            offset: get_u32(b, 32),
+            len: get_u32(b, 36),
+            payload_crc: get_u32(b, 40),
+            record_seq: get_u64(b, 44),
+        };
+        if h.len == 0 || h.len as usize > max_len {
+            return Err(FormatError::Bounds);
+        }
+        Ok(h)
+    }
+}
+
+/// Longest list of unrecoverable LBAs kept.
+pub const BAD_LIST_MAX: usize = 64;
+
+/// A run of LBAs that could not be recovered: they read back as errors until rewritten.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct BadRange {
+    /// LUN.
+    pub lun: u16,
+    /// First LBA (4 KiB blocks).
+    pub lba: u64,
+    /// Blocks.
+    pub blocks: u32,
+}
+
+/// Encodes the bad-LBA list.
+pub fn encode_bad_list(list: &[BadRange], out: &mut [u8]) -> Result<usize, FormatError> {
+    encode_framed(&list, out)
+}
+
+/// Decodes the bad-LBA list.
+pub fn decode_bad_list(b: &[u8]) -> Result<Vec<BadRange, BAD_LIST_MAX>, FormatError> {
+    decode_framed(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::raid::Level;
+    use raidcore_hal::BlockSize;
+
+    fn header() -> ItemHeader {
+        ItemHeader {
+            kind: ItemKind::Extent,
+            flags: FLAG_COMPRESSED,
+            lun: 3,
+            lba: 123_456,
+            blocks: 16,
+            stored_len: 30_000,
+            raw_len: 65_536,
+            payload_crc: 0xdead_beef,
+            seq: 99,
+            pool: 0x1122_3344_5566_7788,
+            addr: 512 * 1000,
+        }
+    }
+
+    #[test]
+    fn item_header_round_trip_and_corruption() {
+        let mut b = [0u8; 64];
+        let h = header();
+        h.encode(&mut b).unwrap();
+        assert_eq!(ItemHeader::decode(&b, 1 << 20), Ok(h));
+        assert_eq!(h.item_bytes(), round_up(64 + 30_000, 512));
+        for i in 0..64 {
+            let mut c = b;
+            c[i] ^= 0x40;
+            assert!(
+                ItemHeader::decode(&c, 1 << 20).is_err(),
+                "flip at {i} not caught"
+            );
+        }
+        assert_eq!(ItemHeader::decode(&b, 1000), Err(FormatError::Bounds));
+        assert_eq!(
+            ItemHeader::decode(&[0u8; 10], 1000),
+            Err(FormatError::Bounds)
+        );
+    }
+
+    #[test]
+    fn map_entry_round_trip() {
+        let e = MapEntry {
+            sector: (1 << 40) - 1,
+            stored_len: 131_072,
+            index: 15,
+            blocks: 32,
+            compressed: true,
+            crc: 0x0102_0304,
+            valid: true,
+        };
+        let mut b = [0u8; 32];
+        e.encode(&mut b, 16);
+        assert_eq!(MapEntry::decode(&b, 16), e);
+        assert_eq!(MapEntry::decode(&b, 0), MapEntry::NONE);
+        assert_eq!(MapEntry::decode(&b, 30), MapEntry::NONE);
+        let p = BlockPtr {
+            addr: 4096 * 7,
+            len: 4096,
+            crc: 5,
+        };
+        assert_eq!(MapEntry::from_ptr(p).ptr(), p);
+        // Shares of an extent's blocks add up to the whole.
+        let total = 30_001u32;
+        let sum: u32 = (0..7u8)
+            .map(|i| {
+                MapEntry {
+                    index: i,
+                    blocks: 7,
+                    ..e
+                }
+                .share(total)
+            })
+            .sum();
+        assert_eq!(sum, total);
+        assert_eq!(FANOUT, 252);
+    }
+
+    #[test]
+    fn superblock_and_root_round_trip_and_refusals() {
+        let g = Geometry::try_new(Level::Raid6, 6, 65536, BlockSize::B4096, 1 << 20, 300).unwrap();
+        let mut members = Vec::new();
+        for i in 0..6 {
+            members
+                .push(MemberRecord {
+                    guid: 100 + i,
+                    state: DiskState::Online,
+                })
+                .unwrap();
+        }
+        let sb = Superblock {
+            magic: SUPER_MAGIC,
+            version: FORMAT_VERSION,
+            pool_uuid: [7; 16],
+            disk_guid: 101,
+            role: Role::Member(1),
+            generation: 5,
+            geometry: g,
+            layout: PoolLayout {
+                zil_slots: 256,
+                segment_stripes: 16,
+                segments: 1000,
+                max_extent_blocks: 16,
+                compression: true,
+            },
+            members,
+            spares: Vec::new(),
+        };
+        let mut slot = [0u8; SLOT_BYTES];
+        sb.encode(&mut slot).unwrap();
+        assert_eq!(Superblock::decode(&slot), Ok(sb.clone()));
+        let mut torn = slot;
+        torn[20] ^= 1;
+        assert_eq!(Superblock::decode(&torn), Err(FormatError::Crc));
+        assert_eq!(
+            Superblock::decode(&[0u8; SLOT_BYTES]),
+            Err(FormatError::Magic)
+        );
+        let mut v2 = sb.clone();
+        v2.version = 2;
+        v2.encode(&mut slot).unwrap();
+        assert_eq!(Superblock::decode(&slot), Err(FormatError::Version(2)));
+
+        let root = Root {
+            magic: ROOT_MAGIC,
+            version: FORMAT_VERSION,
+            pool_uuid: [7; 16],
+            root_gen: 42,
+            config_gen: 5,
+            log: LogCursor {
+                head: 1 << 30,
+                next_item_seq: 77,
+                next_stripe_seq: 9,
+            },
+            reserved: Vec::from_slice(&[3, 4, 5, 6]).unwrap(),
+            luns: BlockPtr {
+                addr: 512,
+                len: 1024,
+                crc: 1,
+            },
+            segments: BlockPtr::NONE,
+            bad: BlockPtr::NONE,
+            rebuild: Some(RebuildCursor {
+                disk: 2,
+                next_stripe: 100,
+            }),
+            scrub: None,
+            counters: Counters::default(),
+        };
+        root.encode(&mut slot).unwrap();
+        assert_eq!(Root::decode(&slot), Ok(root));
+        // A superblock is not a root.
+        sb.encode(&mut slot).unwrap();
+        assert!(Root::decode(&slot).is_err());
+    }
+
+    #[test]
+    fn zil_header_and_segment_entries() {
+        let z = ZilHeader {
+            pool: 1,
+            stripe_addr: 1 << 20,
+            stripe_seq: 5,
+            offset: 512,
+            len: 4096,
+            payload_crc: 9,
+            record_seq: 11,
+        };
+        let mut b = [0u8; 64];
+        z.encode(&mut b).unwrap();
+        assert_eq!(ZilHeader::decode(&b, 1 << 20), Ok(z));
+        assert_eq!(ZilHeader::decode(&b, 100), Err(FormatError::Bounds));
+        let mut s = [0u8; 24];
+        for (i, e) in [
+            SegEntry {
+                live: 5,
+                state: SegState::Free,
+            },
+            SegEntry {
+                live: u32::MAX,
+                state: SegState::Used,
+            },
+            SegEntry {
+                live: 0,
+                state: SegState::Pending(77),
+            },
+        ]
+        .iter()
+        .enumerate()
+        {
+            e.encode(&mut s, i * 8);
+            assert_eq!(SegEntry::decode(&s, i * 8), *e);
+        }
+    }
+
+    #[test]
+    fn lun_table_round_trip() {
+        let luns = [LunRecord {
+            id: 0,
+            name: heapless::String::try_from("lun0").unwrap(),
+            blocks: 1 << 28,
+            map_root: BlockPtr {
+                addr: 4096,
+                len: 4096,
+                crc: 3,
+            },
+            depth: 4,
+            counters: LunCounters {
+                mapped_blocks: 5,
+                stored_bytes: 6,
+                log_bytes: 7,
+            },
+        }];
+        let mut b = [0u8; 512];
+        let n = encode_lun_table(&luns, &mut b).unwrap();
+        assert!(n < 100);
+        let back: Vec<LunRecord, 8> = decode_lun_table(&b).unwrap();
+        assert_eq!(back.as_slice(), &luns);
+        // A table with more LUNs than the caller's capacity is refused, not truncated.
+        let many: std::vec::Vec<LunRecord> = (0..9)
+            .map(|i| LunRecord {
+                id: i,
+                ..luns[0].clone()
+            })
+            .collect();
+        let mut big = [0u8; 2048];
+        encode_lun_table(&many, &mut big).unwrap();
+        assert_eq!(decode_lun_table::<8>(&big), Err(FormatError::Bounds));
+        assert_eq!(decode_lun_table::<16>(&big).unwrap().len(), 9);
+    }
+}

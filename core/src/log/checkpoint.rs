@@ -1,0 +1,536 @@
+//! Checkpoints and recovery.
+//!
+//! A checkpoint writes the dirty map pages (copy-on-write, leaves first), the LUN table, the
+//! unrecoverable-LBA list and the segment usage table into the log, seals the open stripe,
+//! flushes every member, and then writes a new root (generation + 1) into the root ring of every
+//! member and flushes again. The root names the tables, where the log continues, and the
+//! segments the log may use until the next checkpoint.
+//!
+//! Recovery loads the newest root whose tables read back intact (falling back to older
+//! generations), then rolls forward through the log written after it: item after item, each
+//! checked (pool, own address, consecutive sequence number, CRC32C), patched by intent-log records
+//! where the stripe that was open at the crash is concerned, until the first item that does not
+//! check. Roll-forward reads at most the root's reserved segments (bounded work), in two passes:
+//! the first finds the end, the second replays extents and TRIMs into the map while new writes
+//! (evicted map pages) go after that end. A checkpoint then makes the result durable.
+//!
+//! Segments emptied by the cleaner are reused only once two later checkpoints are durable, so the
+//! previous root's tables are never overwritten while it may still be needed as a fallback.
+
+use heapless::Vec;
+use raidcore_hal::BlockDevice;
+
+use crate::format::{
+    self, BlockPtr, HEADER_BYTES, ItemHeader, ItemKind, LogCursor, LunRecord, MapEntry, ROOT_MAGIC,
+    ROOT_SLOTS, Root, SECTOR, SEG_ENTRY_BYTES, SLOT_BYTES, SegEntry, SegState, round_up,
+};
+use crate::log::Expect;
+use crate::pool::IoError;
+use crate::pool::state::{Bufs, State, seg_account};
+use crate::raid::{DiskSet, DiskState};
+
+/// Where a roll-forward scan stopped.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LogEnd {
+    pub addr: u64,
+    pub next_item_seq: u64,
+    pub res_idx: usize,
+    /// Address and sequence number of the stripe holding `addr`.
+    pub stripe_addr: u64,
+    pub stripe_seq: u64,
+    pub items: u64,
+}
+
+impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: usize>
+    State<D, N, L, P, S>
+{
+    /// Member block of root ring slot `i`.
+    pub(crate) fn root_lba(&self, i: u32) -> u64 {
+        let per = (SLOT_BYTES / self.geo().block_bytes()) as u64;
+        (2 + u64::from(i % ROOT_SLOTS)) * per
+    }
+
+    /// Writes a checkpoint (see the module docs).
+    pub(crate) fn checkpoint(&mut self, b: &mut Bufs) -> Result<(), IoError> {
+        if self.log.replaying {
+            return Err(IoError::Internal);
+        }
+        self.write_dirty_pages(b)?;
+        // The previous tables die with this checkpoint.
+        for p in self.table_ptrs {
+            if !p.is_none() {
+                let seg = self.seg_of(p.addr);
+                seg_account(b.sut, seg, p.len, false);
+            }
+        }
+        // Segments whose data all died are freed (after two more checkpoints).
+        let generation = self.root_gen as u32;
+        for s in 0..self.segments() {
+            let e = b.seg(s);
+            if e.state == SegState::Used && e.live == 0 && !self.log.reserved.contains(&s) {
+                b.set_seg(
+                    s,
+                    SegEntry {
+                        live: 0,
+                        state: SegState::Pending(generation),
+                    },
+                );
+            }
+        }
+        let mut recs: Vec<LunRecord, L> = Vec::new();
+        for l in &self.luns {
+            recs.push(l.rec.clone()).map_err(|_| IoError::Internal)?;
+        }
+        let n = format::encode_lun_table(&recs, b.meta).map_err(IoError::Corrupt)?;
+        let lun_ptr = self.append_table(b, ItemKind::LunTable, n)?;
+        let n = format::encode_bad_list(&self.bad, b.meta).map_err(IoError::Corrupt)?;
+        let bad_ptr = self.append_table(b, ItemKind::BadList, n)?;
+        let sut_ptr = self.append_sut(b)?;
+        self.seal_stripe(&mut b.log)?;
+        self.apply_mark_used(b.sut);
+        let durable = self.array.flush();
+        self.log.unflushed_stripes = 0;
+        self.after_membership_change()?;
+        if durable.is_empty() {
+            return Err(IoError::Faulted);
+        }
+        // The log continues in the current segment; reserve free ones after it.
+        let cur = *self
+            .log
+            .reserved
+            .get(self.log.res_idx)
+            .ok_or(IoError::Internal)?;
+        let mut reserved: Vec<u32, 16> = Vec::new();
+        let _ = reserved.push(cur);
+        let want = usize::from(self.cfg.reserved_segments).clamp(2, 16);
+        for s in 0..self.segments() {
+            if reserved.len() >= want {
+                break;
+            }
+            if s != cur && b.seg(s).state == SegState::Free {
+                let _ = reserved.push(s);
+            }
+        }
+        let root = Root {
+            magic: ROOT_MAGIC,
+            version: format::FORMAT_VERSION,
+            pool_uuid: self.conf.pool_uuid,
+            root_gen: self.root_gen + 1,
+            config_gen: self.conf.generation,
+            log: LogCursor {
+                head: self.log.head(),
+                next_item_seq: self.log.next_item_seq,
+                next_stripe_seq: self.log.stripe_seq,
+            },
+            reserved: reserved.clone(),
+            luns: lun_ptr,
+            segments: sut_ptr,
+            bad: bad_ptr,
+            rebuild: self.rebuild.map(|r| format::RebuildCursor {
+                disk: r.disk,
+                next_stripe: r.next_stripe,
+            }),
+            scrub: self.scrub.map(|s| format::ScrubCursor {
+                next_segment: s.next_segment,
+                repaired: s.repaired,
+                unrepairable: s.unrepairable,
+            }),
+            counters: self.counters,
+        };
+        let slot = b.meta.get_mut(..SLOT_BYTES).ok_or(IoError::Internal)?;
+        root.encode(slot).map_err(IoError::Corrupt)?;
+        let lba = self.root_lba((root.root_gen % u64::from(ROOT_SLOTS)) as u32);
+        let mut written = DiskSet::EMPTY;
+        for d in 0..self.geo().disks() {
+            if self.array.disk_write(d, lba, slot).is_ok() {
+                written = written.with(d);
+                self.counters.label_bytes += SLOT_BYTES as u64;
+            }
+        }
+        let durable = self.array.flush();
+        self.after_membership_change()?;
+        if (durable.0 & written.0) == 0 {
+            return Err(IoError::Faulted);
+        }
+        self.root_gen = root.root_gen;
+        self.log.reserved = reserved;
+        self.log.res_idx = 0;
+        self.table_ptrs = [lun_ptr, sut_ptr, bad_ptr];
+        self.release_pending(b);
+        self.zil_obsolete();
+        self.log.pages_since_checkpoint = 0;
+        self.counters.checkpoints += 1;
+        Ok(())
+    }
+
+    /// Pending segments become free once the root two generations after their emptying is
+    /// durable.
+    pub(crate) fn release_pending(&mut self, b: &mut Bufs) {
+        for s in 0..self.segments() {
+            if let SegState::Pending(g) = b.seg(s).state
+                && self.root_gen >= u64::from(g) + 2
+            {
+                b.set_seg(
+                    s,
+                    SegEntry {
+                        live: 0,
+                        state: SegState::Free,
+                    },
+                );
+            }
+        }
+    }
+
+    /// Appends `b.meta[..n]` as a table item (live until the next checkpoint).
+    fn append_table(
+        &mut self,
+        b: &mut Bufs,
+        kind: ItemKind,
+        n: usize,
+    ) -> Result<BlockPtr, IoError> {
+        let hdr = ItemHeader {
+            kind,
+            flags: 0,
+            lun: 0,
+            lba: 0,
+            blocks: 0,
+            stored_len: 0,
+            raw_len: n as u32,
+            payload_crc: 0,
+            seq: 0,
+            pool: 0,
+            addr: 0,
+        };
+        let payload = b.meta.get(..n).ok_or(IoError::Internal)?;
+        let ptr = self.append(&mut b.log, b.sut, hdr, payload, true)?;
+        self.counters.metadata_log_bytes += u64::from(ptr.len);
+        Ok(ptr)
+    }
+
+    /// Appends the segment usage table itself; its own bytes are counted before it is encoded.
+    fn append_sut(&mut self, b: &mut Bufs) -> Result<BlockPtr, IoError> {
+        let len = self.segments() as usize * SEG_ENTRY_BYTES;
+        let bytes = round_up(HEADER_BYTES + len, SECTOR);
+        self.ensure_room(&mut b.log, b.sut, bytes)?;
+        let addr = self.log.head();
+        let seg = self.seg_of(addr);
+        seg_account(b.sut, seg, bytes as u32, true);
+        let payload = b.sut.get(..len).ok_or(IoError::Internal)?;
+        let hdr = ItemHeader {
+            kind: ItemKind::SegmentTable,
+            flags: 0,
+            lun: 0,
+            lba: 0,
+            blocks: self.segments(),
+            stored_len: len as u32,
+            raw_len: len as u32,
+            payload_crc: format::crc32c(payload),
+            seq: self.log.next_item_seq,
+            pool: self.conf.pool_tag,
+            addr,
+        };
+        let mut h = [0u8; HEADER_BYTES];
+        hdr.encode(&mut h).map_err(IoError::Corrupt)?;
+        self.log.next_item_seq += 1;
+        // `put` must not see the table mutably; it only reads it.
+        let sut: &[u8] = b.sut;
+        let payload = sut.get(..len).ok_or(IoError::Internal)?;
+        self.put_item_bytes(&mut b.log, &h, payload, bytes)?;
+        self.counters.metadata_log_bytes += bytes as u64;
+        Ok(BlockPtr {
+            addr,
+            len: bytes as u32,
+            crc: hdr.payload_crc,
+        })
+    }
+
+    /// Scans the log from `root`'s cursor (see the module docs). With `apply`, extents and
+    /// TRIMs update the map and the space counters.
+    pub(crate) fn scan_log(
+        &mut self,
+        b: &mut Bufs,
+        root: &Root,
+        apply: bool,
+        stop: Option<u64>,
+    ) -> Result<LogEnd, IoError> {
+        let sdb = self.sdb() as u64;
+        let mut cursor = root.log.head;
+        let mut seq = root.log.next_item_seq;
+        let mut res_idx = 0usize;
+        let mut stripe_addr = cursor / sdb * sdb;
+        let mut stripe_seq = root.log.next_stripe_seq;
+        let mut items = 0;
+        loop {
+            if stop.is_some_and(|s| cursor >= s) {
+                break;
+            }
+            let Some(&seg) = root.reserved.get(res_idx) else {
+                break;
+            };
+            let seg_end = self.seg_start(seg) + self.segment_bytes();
+            if cursor >= seg_end {
+                let Some(&next) = root.reserved.get(res_idx + 1) else {
+                    break;
+                };
+                // The stripes up to the segment's end were all written.
+                stripe_seq += (seg_end - stripe_addr) / sdb;
+                res_idx += 1;
+                cursor = self.seg_start(next);
+                stripe_addr = cursor;
+                if apply {
+                    let _ = self.mark_used.push_back(next);
+                    self.apply_mark_used(b.sut);
+                }
+                continue;
+            }
+            let Some(h) = self.read_header(b, cursor, seq, (seg_end - cursor) as usize) else {
+                break;
+            };
+            if h.kind != ItemKind::Pad {
+                let ptr = BlockPtr {
+                    addr: cursor,
+                    len: h.item_bytes() as u32,
+                    crc: h.payload_crc,
+                };
+                let expect = Expect {
+                    kind: h.kind,
+                    lun: None,
+                    lba: None,
+                    level: None,
+                    seq: Some(seq),
+                };
+                if self.load_item(b, ptr, expect).is_err() {
+                    break;
+                }
+                if apply {
+                    self.replay_item(b, &h)?;
+                }
+            }
+            items += 1;
+            cursor += h.item_bytes() as u64;
+            seq += 1;
+            if cursor >= stripe_addr + sdb {
+                let n = (cursor - stripe_addr) / sdb;
+                stripe_seq += n;
+                stripe_addr += n * sdb;
+            }
+        }
+        Ok(LogEnd {
+            addr: cursor,
+            next_item_seq: seq,
+            res_idx,
+            stripe_addr,
+            stripe_seq,
+            items,
+        })
+    }
+
+    /// Reads and checks the header of the item expected at `addr` with sequence `seq`; tries
+    /// each member's reconstruction when the plain read does not check.
+    fn read_header(
+        &mut self,
+        b: &mut Bufs,
+        addr: u64,
+        seq: u64,
+        room: usize,
+    ) -> Option<ItemHeader> {
+        let check = |h: &ItemHeader, tag: u64| {
+            h.pool == tag && h.addr == addr && h.seq == seq && h.item_bytes() <= room
+        };
+        let n = self.geo().disks();
+        for k in 0..=n {
+            let ex = if k == 0 {
+                DiskSet::EMPTY
+            } else {
+                DiskSet::one(k - 1)
+            };
+            let Ok(off) = self.read_log(&mut b.log, addr, SECTOR, b.item, ex) else {
+                continue;
+            };
+            let Some(bytes) = b.item.get(off..off + HEADER_BYTES) else {
+                continue;
+            };
+            if let Ok(h) = ItemHeader::decode(bytes, room.saturating_sub(HEADER_BYTES))
+                && check(&h, self.conf.pool_tag)
+            {
+                return Some(h);
+            }
+        }
+        None
+    }
+
+    /// Applies one logged item to the map during roll-forward.
+    fn replay_item(&mut self, b: &mut Bufs, h: &ItemHeader) -> Result<(), IoError> {
+        match h.kind {
+            ItemKind::Extent => {
+                if self
+                    .luns
+                    .get(h.lun as usize)
+                    .is_none_or(|l| h.lba + u64::from(h.blocks) > l.rec.blocks)
+                {
+                    return Ok(());
+                }
+                let bytes = h.item_bytes() as u32;
+                let seg = self.seg_of(h.addr);
+                seg_account(b.sut, seg, bytes, true);
+                for i in 0..h.blocks {
+                    let e = MapEntry {
+                        sector: h.addr / SECTOR as u64,
+                        stored_len: h.stored_len,
+                        index: i as u8,
+                        blocks: h.blocks as u8,
+                        compressed: h.flags & format::FLAG_COMPRESSED != 0,
+                        crc: h.payload_crc,
+                        valid: true,
+                    };
+                    self.map_set(b, h.lun, h.lba + u64::from(i), e)?;
+                }
+                self.forget_bad(h.lun, h.lba, u64::from(h.blocks));
+            }
+            ItemKind::Trim
+                if self
+                    .luns
+                    .get(h.lun as usize)
+                    .is_some_and(|l| h.lba + u64::from(h.blocks) <= l.rec.blocks) =>
+            {
+                self.unmap_range(b, h.lun, h.lba, u64::from(h.blocks))?;
+                self.forget_bad(h.lun, h.lba, u64::from(h.blocks));
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Drops LBAs from the unrecoverable list once they are rewritten or trimmed.
+    pub(crate) fn forget_bad(&mut self, lun: u16, lba: u64, blocks: u64) {
+        let end = lba + blocks;
+        // A partial overlap keeps the range (conservative: still reads as an error).
+        self.bad
+            .retain(|r| !(r.lun == lun && r.lba >= lba && r.lba + u64::from(r.blocks) <= end));
+    }
+
+    /// Loads the tables a root points at into the state; false if any is unreadable.
+    pub(crate) fn load_tables(&mut self, b: &mut Bufs, root: &Root) -> Result<(), IoError> {
+        // LUN table.
+        let (h, off) = self.load_item(b, root.luns, Expect::table(ItemKind::LunTable))?;
+        let body = b
+            .item
+            .get(off..off + h.stored_len as usize)
+            .ok_or(IoError::Internal)?;
+        let recs: Vec<LunRecord, L> = format::decode_lun_table(body).map_err(IoError::Corrupt)?;
+        // Bad list.
+        let (h2, off2) = self.load_item(b, root.bad, Expect::table(ItemKind::BadList))?;
+        let body2 = b
+            .item
+            .get(off2..off2 + h2.stored_len as usize)
+            .ok_or(IoError::Internal)?;
+        let bad = format::decode_bad_list(body2).map_err(IoError::Corrupt)?;
+        // Segment table.
+        let len = self.segments() as usize * SEG_ENTRY_BYTES;
+        let (h3, off3) = self.load_item(b, root.segments, Expect::table(ItemKind::SegmentTable))?;
+        if h3.stored_len as usize != len {
+            return Err(IoError::Corrupt(format::FormatError::Bounds));
+        }
+        let body3 = b.item.get(off3..off3 + len).ok_or(IoError::Internal)?;
+        b.sut
+            .get_mut(..len)
+            .ok_or(IoError::Internal)?
+            .copy_from_slice(body3);
+        self.luns.clear();
+        for r in recs {
+            if r.depth != crate::pool::state::Lun::depth_for(r.blocks) {
+                return Err(IoError::Corrupt(format::FormatError::Bounds));
+            }
+            self.luns
+                .push(crate::pool::state::Lun { rec: r })
+                .map_err(|_| IoError::Internal)?;
+        }
+        self.bad = Vec::new();
+        for r in bad {
+            let _ = self.bad.push(r);
+        }
+        self.table_ptrs = [root.luns, root.segments, root.bad];
+        Ok(())
+    }
+
+    /// After import: which member slots the root's rebuild cursor covers.
+    pub(crate) fn restore_rebuild(&mut self, root: &Root) {
+        if let Some(rc) = root.rebuild
+            && self
+                .array
+                .member(rc.disk as usize)
+                .is_some_and(|m| m.state() == DiskState::Rebuilding)
+        {
+            let _ = self
+                .array
+                .set_rebuilt_below(rc.disk as usize, rc.next_stripe);
+            self.start_rebuild_at(rc.disk, rc.next_stripe);
+        }
+        if let Some(sc) = root.scrub {
+            self.scrub = Some(crate::pool::state::Scrub {
+                next_segment: sc.next_segment,
+                stripes: 0,
+                repaired: sc.repaired,
+                unrepairable: sc.unrepairable,
+            });
+        }
+    }
+
+    /// Recovery after the tables of `root` are loaded: intent-log scan, two roll-forward passes,
+    /// reopening the log at its end. The caller then checkpoints.
+    pub(crate) fn recover(&mut self, b: &mut Bufs, root: &Root) -> Result<LogEnd, IoError> {
+        self.log.replaying = true;
+        self.log.reserved = root.reserved.clone();
+        self.log.res_idx = 0;
+        self.zil_scan(b, root.log.next_stripe_seq)?;
+        let end = self.scan_log(b, root, false, None)?;
+        // Reopen the log at the end, so pass 2 can append (evicted map pages) after it.
+        let sdb = self.sdb();
+        self.log.stripe_addr = end.stripe_addr;
+        self.log.stripe_seq = end.stripe_seq;
+        self.log.fill = (end.addr - end.stripe_addr) as usize;
+        self.log.next_item_seq = end.next_item_seq;
+        self.log.res_idx = end.res_idx;
+        self.log.zil_done = 0;
+        self.log.zil_records = 0;
+        b.log.stripe.fill(0);
+        if self.log.fill > 0 {
+            // The open stripe's prefix, as recovered (members + intent-log patches), in chunks.
+            let chunk = (b.item.len() - 2 * 4096) / SECTOR * SECTOR;
+            let mut done = 0;
+            while done < self.log.fill {
+                let n = chunk.min(self.log.fill - done);
+                let off = self.read_log(
+                    &mut b.log,
+                    end.stripe_addr + done as u64,
+                    n,
+                    b.item,
+                    DiskSet::EMPTY,
+                )?;
+                let src = b.item.get(off..off + n).ok_or(IoError::Internal)?;
+                b.log
+                    .stripe
+                    .get_mut(done..done + n)
+                    .ok_or(IoError::Internal)?
+                    .copy_from_slice(src);
+                done += n;
+            }
+        }
+        if self.log.fill >= sdb {
+            return Err(IoError::Internal);
+        }
+        // Segments the log went through are in use.
+        for i in 0..=end.res_idx {
+            if let Some(&s) = root.reserved.get(i) {
+                let _ = self.mark_used.push_back(s);
+                self.apply_mark_used(b.sut);
+            }
+        }
+        self.log.replaying = false;
+        let replayed = self.scan_log(b, root, true, Some(end.addr))?;
+        if replayed.addr != end.addr {
+            return Err(IoError::Corrupt(format::FormatError::Crc));
+        }
+        Ok(end)
+    }
+}

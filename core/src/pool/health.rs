@@ -1,0 +1,611 @@
+//! Disk faults at pool level: failing members, hot spares, rebuild (resilver) of live data only,
+//! scrub with repair, and the status an operator reads (like `zpool status`).
+//!
+//! Rebuild walks the stripes of used segments only (the segment usage table knows which hold
+//! data), a bounded number per [`crate::pool::Pool::maintenance`] call, so the caller decides how
+//! much device time it takes from clients. Its cursor is saved in every checkpoint root, so a
+//! restart resumes it. Client reads treat the rebuilding member as missing above the cursor;
+//! every stripe the log writes goes to it as well.
+
+use heapless::Vec;
+use raidcore_hal::{BlockDevice, ErrorKind};
+
+use super::state::{Bufs, Rebuild, Scrub, Spare, State};
+use super::{IoError, Pool};
+use crate::event::Event;
+use crate::format::{BadRange, HEADER_BYTES, ItemKind, SECTOR, SegState};
+use crate::log::Expect;
+use crate::raid::{ArrayError, DiskErrors, DiskSet, DiskState};
+
+/// Pool health, as `zpool status` says it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Health {
+    /// Every member in sync.
+    Online,
+    /// Some members failed, missing or rebuilding, within the level's tolerance.
+    Degraded,
+    /// More members out of sync than the level tolerates: no I/O is served.
+    Faulted,
+}
+
+impl Health {
+    /// Lower-case name (`online`, `degraded`, `faulted`).
+    #[must_use]
+    pub const fn name(self) -> &'static str {
+        match self {
+            Health::Online => "online",
+            Health::Degraded => "degraded",
+            Health::Faulted => "faulted",
+        }
+    }
+}
+
+/// One member slot in [`Status`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DiskStatus {
+    /// Slot.
+    pub slot: u8,
+    /// State.
+    pub state: DiskState,
+    /// A disk is in the slot.
+    pub present: bool,
+    /// Error counters.
+    pub errors: DiskErrors,
+}
+
+/// What [`Pool::status`] reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Status {
+    /// Overall health.
+    pub health: Health,
+    /// Member slots.
+    pub disks: Vec<DiskStatus, 32>,
+    /// Hot spares waiting.
+    pub spares: u8,
+    /// Rebuild in progress: member slot, stripes done, stripes to do.
+    pub rebuild: Option<(u8, u64, u64)>,
+    /// Scrub in progress: next segment, segments in all.
+    pub scrub: Option<(u32, u32)>,
+    /// Blocks the last (or current) scrub repaired and could not repair.
+    pub scrub_repaired: u64,
+    /// Blocks found unrepairable by the last (or current) scrub.
+    pub scrub_unrepairable: u64,
+    /// LBA ranges known lost (they read as errors until rewritten).
+    pub bad_ranges: usize,
+    /// Generation of the last checkpoint.
+    pub root_gen: u64,
+}
+
+/// What one [`Pool::maintenance`] call did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct MaintenanceReport {
+    /// Stripes rebuilt.
+    pub rebuilt_stripes: u64,
+    /// Stripes scrubbed.
+    pub scrubbed_stripes: u64,
+    /// Segments cleaned.
+    pub cleaned_segments: u32,
+    /// Nothing is left to do (no rebuild or scrub in progress).
+    pub idle: bool,
+}
+
+impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: usize>
+    State<D, N, L, P, S>
+{
+    pub(crate) fn health(&self) -> Health {
+        let out = self.array.not_in_sync().len();
+        let failed = self.array.failed().len();
+        if self.faulted || failed > self.geo().tolerance() {
+            Health::Faulted
+        } else if out > 0 {
+            Health::Degraded
+        } else {
+            Health::Online
+        }
+    }
+
+    /// Members failed since the configuration was last written: take hot spares, start
+    /// rebuilds, record the new membership (generation + 1) on every disk.
+    pub(crate) fn on_members_failed(&mut self) -> Result<(), IoError> {
+        let before = self.health();
+        for slot in 0..self.geo().disks() {
+            let now_failed = self
+                .array
+                .member(slot)
+                .is_some_and(|m| m.state() == DiskState::Failed);
+            if !now_failed {
+                continue;
+            }
+            if self.rebuild.is_some_and(|r| r.disk as usize == slot) {
+                self.rebuild = None;
+            }
+            let Some(spare) = self.spares.pop() else {
+                continue;
+            };
+            let Spare { disk, guid } = spare;
+            if self.array.replace(slot, disk).is_ok() {
+                if let Some(g) = self.conf.member_guids.get_mut(slot) {
+                    *g = guid;
+                }
+                self.array
+                    .events_mut()
+                    .push(Event::SpareTaken { disk: slot as u8 });
+                if self.rebuild.is_none() {
+                    self.start_rebuild_at(slot as u8, 0);
+                }
+            }
+        }
+        // A second rebuild target waits for the first (it stays `Rebuilding` with cursor 0).
+        if self.rebuild.is_none()
+            && let Some(d) = (0..self.geo().disks()).find(|&d| {
+                self.array
+                    .member(d)
+                    .is_some_and(|m| m.state() == DiskState::Rebuilding)
+            })
+        {
+            let below = self
+                .array
+                .member(d)
+                .map_or(0, crate::raid::Member::rebuilt_below);
+            self.start_rebuild_at(d as u8, below);
+        }
+        if self.array.failed().len() > self.geo().tolerance() {
+            self.faulted = true;
+        }
+        let after = self.health();
+        if after != before {
+            self.array.events_mut().push(Event::HealthChanged {
+                health: after as u8,
+            });
+        }
+        self.write_config()
+    }
+
+    pub(crate) fn start_rebuild_at(&mut self, disk: u8, stripe: u64) {
+        let _ = self.array.set_rebuilt_below(disk as usize, stripe);
+        self.rebuild = Some(Rebuild {
+            disk,
+            next_stripe: stripe,
+            stripes_done: 0,
+            unrecoverable: 0,
+            stripes_total: 0,
+            last_permille: 0,
+        });
+        self.array.events_mut().push(Event::RebuildStarted { disk });
+    }
+
+    /// Whether stripe `s` holds data that must be rebuilt or scrubbed: its segment is in use and
+    /// (in the segment the log is filling) it was written.
+    fn stripe_in_use(&self, b: &Bufs, s: u64) -> bool {
+        let seg_stripes = u64::from(self.conf.layout.segment_stripes);
+        let seg = (s / seg_stripes) as u32;
+        if seg >= self.segments() {
+            return false;
+        }
+        let state = b.seg(seg).state;
+        if state == SegState::Free {
+            return false;
+        }
+        let addr = s * self.sdb() as u64;
+        // Reserved segments: only stripes below the log head were written.
+        if self.log.reserved.contains(&seg) {
+            return addr < self.log.stripe_addr;
+        }
+        true
+    }
+
+    /// Rebuilds up to `budget` stripes; finishes the rebuild when the cursor reaches the end.
+    pub(crate) fn rebuild_step(&mut self, b: &mut Bufs, budget: u32) -> Result<u64, IoError> {
+        let Some(mut r) = self.rebuild else {
+            return Ok(0);
+        };
+        let stripes = self.geo().stripes();
+        if r.stripes_total == 0 {
+            r.stripes_total = (r.next_stripe..stripes)
+                .filter(|&s| self.stripe_in_use(b, s))
+                .count() as u64;
+        }
+        let mut done = 0u64;
+        while r.next_stripe < stripes && done < u64::from(budget) {
+            let s = r.next_stripe;
+            if self.stripe_in_use(b, s) {
+                // The open stripe is in memory, not on the members: nothing to rebuild yet.
+                let before = self.array.stats().repair_bytes_written;
+                match self.array.rebuild_stripe(s, r.disk as usize, b.log.scratch) {
+                    Ok(()) => {}
+                    Err(ArrayError::Unrecoverable { .. }) => {
+                        r.unrecoverable += 1;
+                        #[cfg(feature = "mutate")]
+                        let _ = ();
+                        self.record_lost_stripe(b, s)?;
+                    }
+                    Err(e) => {
+                        self.rebuild = Some(r);
+                        self.after_membership_change()?;
+                        return Err(IoError::Device(e));
+                    }
+                }
+                self.counters.repair_bytes += self.array.stats().repair_bytes_written - before;
+                r.stripes_done += 1;
+                done += 1;
+            }
+            r.next_stripe += 1;
+            #[cfg(feature = "mutate")]
+            if crate::mutate::active(crate::mutate::Mutation::RebuildSkip) && s == 0 {
+                // Deliberate bug: skip the stripe after the first.
+                r.next_stripe += 1;
+            }
+            let _ = self.array.set_rebuilt_below(r.disk as usize, r.next_stripe);
+            let permille = (r.stripes_done * 1000)
+                .checked_div(r.stripes_total)
+                .map_or(1000, |p| p.min(1000) as u16);
+            if permille / 100 != r.last_permille / 100 {
+                self.array.events_mut().push(Event::RebuildProgress {
+                    disk: r.disk,
+                    permille,
+                });
+                r.last_permille = permille;
+            }
+            // A second failure mid-rebuild is recorded (and may take a spare) without stopping.
+            if self.array.failed() != self.recorded_failed() {
+                self.rebuild = Some(r);
+                self.on_members_failed()?;
+                match self.rebuild {
+                    Some(x) if x.disk == r.disk => {}
+                    _ => return Ok(done),
+                }
+            }
+        }
+        if r.next_stripe >= stripes {
+            self.rebuild = None;
+            let _ = self.array.set_online(r.disk as usize);
+            self.array.events_mut().push(Event::RebuildDone {
+                disk: r.disk,
+                stripes: r.stripes_done,
+                unrecoverable: r.unrecoverable,
+            });
+            let health = self.health() as u8;
+            self.array
+                .events_mut()
+                .push(Event::HealthChanged { health });
+            self.write_config()?;
+            // The next rebuild target, if a second disk was replaced meanwhile.
+            if let Some(d) = (0..self.geo().disks()).find(|&d| {
+                self.array
+                    .member(d)
+                    .is_some_and(|m| m.state() == DiskState::Rebuilding)
+            }) {
+                self.start_rebuild_at(d as u8, 0);
+            }
+            self.checkpoint(b)?;
+        } else {
+            self.rebuild = Some(r);
+        }
+        Ok(done)
+    }
+
+    /// A stripe whose data could not be rebuilt: every live block of an extent overlapping it
+    /// goes on the unrecoverable list (it reads as an error until rewritten).
+    fn record_lost_stripe(&mut self, b: &mut Bufs, stripe: u64) -> Result<(), IoError> {
+        let sdb = self.sdb() as u64;
+        let lo = stripe * sdb;
+        let hi = lo + sdb;
+        let seg = self.seg_of(lo);
+        let mut cursor = self.seg_start(seg);
+        let end = cursor + self.segment_bytes();
+        while cursor < end && cursor < hi {
+            let Ok(off) = self.read_log(&mut b.log, cursor, SECTOR, b.item, DiskSet::EMPTY) else {
+                break;
+            };
+            let Some(bytes) = b.item.get(off..off + HEADER_BYTES) else {
+                break;
+            };
+            let Ok(h) = crate::format::ItemHeader::decode(bytes, (end - cursor) as usize) else {
+                break;
+            };
+            if h.addr != cursor || h.pool != self.conf.pool_tag {
+                break;
+            }
+            let item_end = cursor + h.item_bytes() as u64;
+            if h.kind == ItemKind::Extent && item_end > lo {
+                let mut first = None;
+                let mut count = 0u32;
+                for i in 0..h.blocks {
+                    let e = self.map_get(b, h.lun, h.lba + u64::from(i))?;
+                    if e.valid && e.addr() == cursor {
+                        first.get_or_insert(h.lba + u64::from(i));
+                        count = (h.lba + u64::from(i) + 1 - first.unwrap_or(0)) as u32;
+                    }
+                }
+                if let Some(lba) = first
+                    && !self.bad.iter().any(|r| r.lun == h.lun && r.lba == lba)
+                {
+                    let _ = self.bad.push(BadRange {
+                        lun: h.lun,
+                        lba,
+                        blocks: count,
+                    });
+                }
+            }
+            cursor = item_end;
+        }
+        self.array
+            .events_mut()
+            .push(Event::Unrecoverable { stripe });
+        Ok(())
+    }
+
+    /// Scrubs up to `budget` stripes: checks parity (or mirror copies) of every used stripe and
+    /// the checksum of every item in each used segment, repairing from redundancy.
+    pub(crate) fn scrub_step(&mut self, b: &mut Bufs, budget: u32) -> Result<u64, IoError> {
+        let Some(mut sc) = self.scrub else {
+            return Ok(0);
+        };
+        let seg_stripes = u64::from(self.conf.layout.segment_stripes);
+        let mut done = 0u64;
+        while sc.next_segment < self.segments() && done < u64::from(budget) {
+            let seg = sc.next_segment;
+            if b.seg(seg).state != SegState::Free {
+                let first = u64::from(seg) * seg_stripes;
+                for s in first..first + seg_stripes {
+                    if !self.stripe_in_use(b, s) {
+                        continue;
+                    }
+                    let (rep, unrep) = self.scrub_stripe(b, s)?;
+                    sc.repaired += rep;
+                    sc.unrepairable += unrep;
+                    sc.stripes += 1;
+                    done += 1;
+                }
+                let (rep, unrep) = self.scrub_items(b, seg)?;
+                sc.repaired += rep;
+                sc.unrepairable += unrep;
+            }
+            sc.next_segment += 1;
+        }
+        if sc.next_segment >= self.segments() {
+            self.scrub = None;
+            self.last_scrub = (sc.repaired, sc.unrepairable);
+            self.array.events_mut().push(Event::ScrubDone {
+                stripes: sc.stripes,
+                repaired: sc.repaired,
+                unrepairable: sc.unrepairable,
+            });
+            self.checkpoint(b)?;
+        } else {
+            self.scrub = Some(sc);
+        }
+        Ok(done)
+    }
+
+    /// Verifies one stripe; repairs a member the check names, or parity when the data checks.
+    fn scrub_stripe(&mut self, b: &mut Bufs, s: u64) -> Result<(u64, u64), IoError> {
+        let rep = self
+            .array
+            .verify_stripe(s, b.log.scratch)
+            .map_err(IoError::Device)?;
+        if rep.consistent() {
+            return Ok((0, 0));
+        }
+        let blocks = (self.geo().strip_bytes() / self.geo().block_bytes()) as u64;
+        let strip = self.geo().strip_bytes();
+        // Let the data's checksums decide first: reading every item of the stripe heals data
+        // columns whose content fails its CRC.
+        let seg = self.seg_of(s * self.sdb() as u64);
+        self.scrub_items(b, seg)?;
+        let again = self
+            .array
+            .verify_stripe(s, b.log.scratch)
+            .map_err(IoError::Device)?;
+        if again.consistent() {
+            return Ok((blocks, 0));
+        }
+        let fix = if again.suspects.is_empty() {
+            // Data checks out: the parity (or a mirror copy) is what is wrong.
+            let geo = *self.geo();
+            let mut set = DiskSet::EMPTY;
+            for c in [crate::raid::Column::P, crate::raid::Column::Q] {
+                if let Some(d) = geo.disk_of(s, c) {
+                    set = set.with(d);
+                }
+            }
+            set
+        } else {
+            again.suspects
+        };
+        if fix.is_empty() {
+            return Ok((0, blocks));
+        }
+        for d in fix.iter() {
+            self.array.note_checksum_error(d);
+        }
+        let before = self.array.stats().repair_bytes_written;
+        let res = self.array.repair(s, 0, strip, fix, b.log.scratch);
+        self.counters.repair_bytes += self.array.stats().repair_bytes_written - before;
+        match res {
+            Ok(()) => Ok((blocks, 0)),
+            Err(_) => Ok((0, blocks)),
+        }
+    }
+
+    /// Reads every live item of a segment, which checks its CRC and heals it from redundancy.
+    #[allow(clippy::unnecessary_wraps)] // callers treat it like the other steps
+    fn scrub_items(&mut self, b: &mut Bufs, seg: u32) -> Result<(u64, u64), IoError> {
+        let start = self.seg_start(seg);
+        let mut end = start + self.segment_bytes();
+        if self.log.reserved.contains(&seg) {
+            end = end.min(self.log.stripe_addr);
+        }
+        let mut cursor = start;
+        let before = self.array.stats().repair_bytes_written;
+        let mut lost = 0u64;
+        while cursor < end {
+            let Ok(off) = self.read_log(&mut b.log, cursor, SECTOR, b.item, DiskSet::EMPTY) else {
+                break;
+            };
+            let Some(bytes) = b.item.get(off..off + HEADER_BYTES) else {
+                break;
+            };
+            let h = match crate::format::ItemHeader::decode(bytes, (end - cursor) as usize) {
+                Ok(h) if h.addr == cursor && h.pool == self.conf.pool_tag => h,
+                // A damaged header: let the item read (with its healing) try the members.
+                _ => break,
+            };
+            if matches!(h.kind, ItemKind::Extent | ItemKind::MapPage) {
+                let ptr = crate::format::BlockPtr {
+                    addr: cursor,
+                    len: h.item_bytes() as u32,
+                    crc: h.payload_crc,
+                };
+                let expect = Expect {
+                    kind: h.kind,
+                    lun: Some(h.lun),
+                    lba: None,
+                    level: None,
+                    seq: None,
+                };
+                if self.load_item(b, ptr, expect).is_err() {
+                    lost += u64::from(h.blocks.max(1));
+                }
+            }
+            cursor += h.item_bytes() as u64;
+        }
+        let repaired =
+            (self.array.stats().repair_bytes_written - before) / self.geo().block_bytes() as u64;
+        Ok((repaired, lost))
+    }
+}
+
+impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: usize, const S: usize>
+    Pool<D, M, N, L, P, S>
+{
+    /// Health, member states and counters, rebuild and scrub progress.
+    pub fn status(&self) -> Status {
+        let mut disks = Vec::new();
+        for (i, m) in self.st.array.members().iter().enumerate() {
+            let _ = disks.push(DiskStatus {
+                slot: i as u8,
+                state: m.state(),
+                present: m.is_present(),
+                errors: m.errors(),
+            });
+        }
+        Status {
+            health: self.st.health(),
+            disks,
+            spares: self.st.spares.len() as u8,
+            rebuild: self
+                .st
+                .rebuild
+                .map(|r| (r.disk, r.stripes_done, r.stripes_total)),
+            scrub: self.st.scrub.map(|s| (s.next_segment, self.st.segments())),
+            scrub_repaired: self.st.scrub.map_or(self.st.last_scrub.0, |s| s.repaired),
+            scrub_unrepairable: self
+                .st
+                .scrub
+                .map_or(self.st.last_scrub.1, |s| s.unrepairable),
+            bad_ranges: self.st.bad.len(),
+            root_gen: self.st.root_gen,
+        }
+    }
+
+    /// Background work, bounded: rebuilds and scrubs up to `config.stripes_per_step` stripes
+    /// (rebuild first), and cleans a segment when free space runs low. Call it between client
+    /// requests as often as the device-time share for background work allows.
+    pub fn maintenance(&mut self) -> Result<MaintenanceReport, IoError> {
+        if self.st.faulted {
+            return Err(IoError::Faulted);
+        }
+        let budget = self.st.cfg.stripes_per_step;
+        let (st, mut b) = self.bufs()?;
+        let mut rep = MaintenanceReport {
+            rebuilt_stripes: st.rebuild_step(&mut b, budget)?,
+            ..MaintenanceReport::default()
+        };
+        let left = budget.saturating_sub(rep.rebuilt_stripes as u32);
+        if left > 0 {
+            rep.scrubbed_stripes = st.scrub_step(&mut b, left)?;
+        }
+        rep.idle = st.rebuild.is_none() && st.scrub.is_none();
+        Ok(rep)
+    }
+
+    /// Starts a scrub pass (or restarts one in progress from the beginning).
+    pub fn start_scrub(&mut self) {
+        self.st.scrub = Some(Scrub {
+            next_segment: 0,
+            stripes: 0,
+            repaired: 0,
+            unrepairable: 0,
+        });
+    }
+
+    /// Fails member `slot` by hand (as if it died): a hot spare takes over if there is one.
+    pub fn fail_disk(&mut self, slot: usize) -> Result<(), IoError> {
+        self.st
+            .array
+            .fail(slot, ErrorKind::DeviceFailed)
+            .map_err(IoError::Device)?;
+        self.st.on_members_failed()
+    }
+
+    /// Puts a blank disk into failed member slot `slot` and starts rebuilding onto it.
+    pub fn replace_disk(&mut self, slot: usize, disk: D) -> Result<(), IoError> {
+        let m = self
+            .st
+            .array
+            .member(slot)
+            .ok_or(IoError::Device(ArrayError::OutOfRange))?;
+        if m.state() != DiskState::Failed {
+            return Err(IoError::Device(ArrayError::OutOfRange));
+        }
+        self.st.array.replace(slot, disk).map_err(IoError::Device)?;
+        let guid = self.st.new_guid();
+        if let Some(g) = self.st.conf.member_guids.get_mut(slot) {
+            *g = guid;
+        }
+        if self.st.rebuild.is_none() {
+            self.st.start_rebuild_at(slot as u8, 0);
+        }
+        self.st.write_config()
+    }
+
+    /// Adds a hot spare (a blank disk at least as large as the members).
+    pub fn add_spare(&mut self, disk: D) -> Result<(), IoError> {
+        let geo = *self.st.geo();
+        if disk.block_size().bytes() != geo.block_bytes()
+            || disk.block_count() < geo.stripe_lba(geo.stripes())
+        {
+            return Err(IoError::Device(ArrayError::DiskMismatch));
+        }
+        let guid = self.st.new_guid();
+        self.st
+            .spares
+            .push(Spare { disk, guid })
+            .map_err(|_| IoError::Device(ArrayError::OutOfRange))?;
+        self.st.write_config()?;
+        // A failed member waiting for a spare takes it now.
+        if !self.st.array.failed().is_empty() {
+            self.st.on_members_failed()?;
+        }
+        Ok(())
+    }
+
+    /// LBA ranges known lost (they read as errors until rewritten).
+    pub fn bad_ranges(&self) -> &[BadRange] {
+        &self.st.bad
+    }
+}
+
+impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: usize>
+    State<D, N, L, P, S>
+{
+    pub(crate) fn new_guid(&mut self) -> u64 {
+        self.conf.next_guid += 1;
+        let mut x = self.conf.pool_tag ^ self.conf.next_guid.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        x ^= x >> 29;
+        x = x.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        x ^ (x >> 32)
+    }
+}
