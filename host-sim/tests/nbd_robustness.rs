@@ -11,6 +11,7 @@ use std::rc::Rc;
 
 use nbd_common::{GUARD, RawClient, TestServer, assert_bytes, pattern, run_ok, tool};
 use raidcore_sim::nbd::proto;
+use raidcore_sim::nbd::testing::MemBackend;
 use raidcore_sim::nbd::{
     BLOCK, Backend, BackendError, BackendErrorKind, BackendResult, ExportInfo, ServeConfig, Server,
 };
@@ -431,6 +432,32 @@ fn unix_socket_serves_nbdinfo_and_qemu_io() {
     let mem = srv.stop();
     assert_eq!(mem.read_bytes(0, 0, 4), vec![0, 0, 0, 0x5a]);
     assert!(!sock.exists(), "socket file removed at shutdown");
+}
+
+#[test]
+fn a_stale_unix_socket_is_replaced_but_a_live_one_is_not_taken_over() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let sock = dir.path().join("nbd.sock");
+    // A socket file left behind by a server that died.
+    drop(std::os::unix::net::UnixListener::bind(&sock).expect("bind"));
+    assert!(sock.exists());
+    let path = sock.clone();
+    let mut srv = TestServer::start_with(one_lun(MIB), move |c| {
+        c.tcp = None;
+        c.unix = Some(path);
+    });
+    let config = ServeConfig {
+        tcp: None,
+        unix: Some(sock.clone()),
+        ..ServeConfig::default()
+    };
+    let err = Server::start(config, || Ok(MemBackend::new(one_lun(MIB)))).expect_err("path in use");
+    assert_eq!(err.kind(), std::io::ErrorKind::AddrInUse, "{err}");
+    // The first server still serves on it.
+    let uri = format!("nbd+unix:///lun0?socket={}", sock.display());
+    let out = run_ok(tool("nbdinfo", "libnbd-bin").arg("--size").arg(&uri));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), MIB.to_string());
+    srv.stop();
 }
 
 #[test]

@@ -188,7 +188,17 @@ fn validate_exports(exports: &[ExportInfo]) -> io::Result<()> {
 
 fn bind_unix(path: &Path) -> io::Result<UnixListener> {
     match std::fs::symlink_metadata(path) {
-        Ok(m) if m.file_type().is_socket() => std::fs::remove_file(path)?,
+        // A socket nobody answers on is left over from a server that died: replace it. One that
+        // answers belongs to a running server: leave it alone.
+        Ok(m) if m.file_type().is_socket() => {
+            if UnixStream::connect(path).is_ok() {
+                return Err(io::Error::new(
+                    io::ErrorKind::AddrInUse,
+                    format!("{} is in use by a running server", path.display()),
+                ));
+            }
+            std::fs::remove_file(path)?;
+        }
         Ok(_) => {
             return Err(io::Error::new(
                 io::ErrorKind::AlreadyExists,
@@ -241,7 +251,7 @@ impl Server {
         let owner = thread::Builder::new()
             .name("nbd-owner".into())
             .spawn(move || {
-                let backend = match factory() {
+                let mut backend = match factory() {
                     Ok(b) => b,
                     Err(e) => {
                         let _ = ready_tx.send(Err(e));
@@ -251,6 +261,8 @@ impl Server {
                 let exports = backend.exports();
                 if let Err(e) = validate_exports(&exports) {
                     let _ = ready_tx.send(Err(e));
+                    // Nothing was served, but the backend was opened: let it close cleanly.
+                    let _ = backend.shutdown();
                     return Ok(());
                 }
                 let _ = ready_tx.send(Ok(exports.clone()));
