@@ -372,6 +372,37 @@ fn eight_connections_write_the_same_export_at_once() {
 }
 
 #[test]
+fn a_client_that_stops_reading_replies_does_not_hold_up_the_others() {
+    let mut srv = TestServer::start_with(one_lun(16 * MIB), |c| {
+        c.shutdown_grace = std::time::Duration::from_millis(100);
+    });
+    let addr = srv.addr.expect("tcp");
+    // 200 reads of 1 MiB that are never collected: this connection's socket buffers fill, its
+    // writer blocks, and its reader stops at the per-connection credit limit.
+    let (mut slow, _) = RawClient::open(addr, "lun0");
+    for i in 0..200u64 {
+        slow.request(proto::CMD_READ, 0, i, (i % 16) * MIB, MIB as u32, &[]);
+    }
+    // Another client is served all along.
+    let (mut c, _) = RawClient::open(addr, "lun0");
+    for i in 0..100u64 {
+        assert_eq!(c.write(i, i * 5000, &pattern(i, 5000)), 0);
+    }
+    for i in 0..100u64 {
+        assert_bytes(
+            &c.read_ok(i, i * 5000, 5000),
+            &pattern(i, 5000),
+            &format!("write {i}"),
+        );
+    }
+    c.disconnect();
+    // A stopping server gives the slow client `shutdown_grace` to take its replies, then drops it.
+    let mem = srv.stop();
+    assert_eq!(mem.counters().shutdowns, 1);
+    drop(slow);
+}
+
+#[test]
 fn shutdown_with_clients_connected_finishes_what_was_answered() {
     let mut srv = TestServer::start(one_lun(4 * MIB));
     let addr = srv.addr.expect("tcp");
