@@ -41,7 +41,7 @@ pub use backend::{BLOCK, Backend, BackendError, BackendErrorKind, BackendResult,
 pub use fuzz::fuzz_session;
 pub use server::{ServeConfig, Server};
 pub use session::SessionLimits;
-pub use stats::{StatsFile, read_stats_file};
+pub use stats::{StatsFile, read_stats_file, render_status};
 
 /// Starts a server with `config` and a backend built on the owner thread by `factory`, logs the
 /// addresses it listens on, and serves until `config.shutdown` is set (see [`Server::run`]).
