@@ -112,6 +112,60 @@ fn run(disks: [SemihostingDisk<ArmSemihost>; MEMBERS + 1], cfg: &Config) -> Resu
     }
 }
 
+/// Arena of the pool-level self-test.
+const POOL_ARENA: usize = 576 * 1024;
+static mut ARENA: [u8; POOL_ARENA] = [0; POOL_ARENA];
+
+/// The pool-level self-test (`arg=pool`): a RAID-6 pool on the six images with the seventh as
+/// hot spare, every 4 KiB block of a LUN written from a seed, member 2 failed, rebuilt onto the
+/// spare by maintenance steps, every block read back.
+fn run_pool(disks: [SemihostingDisk<ArmSemihost>; MEMBERS + 1]) -> ! {
+    let mut o = out();
+    let [d0, d1, d2, d3, d4, d5, spare] = disks;
+    let needed = selftest::pool_memory_bytes(MEMBERS);
+    // SAFETY: the only reference to ARENA, taken once.
+    let arena = unsafe { &mut *core::ptr::addr_of_mut!(ARENA) };
+    let Some(mem) = arena.get_mut(..needed) else {
+        let _ = writeln!(o, "pool arena too small: {needed} bytes needed");
+        fail()
+    };
+    let cfg = selftest::PoolConfig {
+        seed: 0x5241_4944_434F_5245,
+        lun_blocks: 1024,
+        failed: 2,
+    };
+    let _ = writeln!(
+        o,
+        "raidcore pool self-test on Cortex-M4F: RAID-6 pool on {MEMBERS} images + 1 spare, {} KiB arena, \
+         {} LUN blocks of 4 KiB, member {} fails",
+        needed / 1024,
+        cfg.lun_blocks,
+        cfg.failed
+    );
+    let mut clock = timer::ticks;
+    match selftest::pool_raid6_rebuild([d0, d1, d2, d3, d4, d5], spare, &cfg, mem, &mut clock) {
+        Ok(r) => {
+            let _ = writeln!(
+                o,
+                "pool self-test PASSED: {} client bytes written ({} bytes to members), {} stripes rebuilt ({} bytes), {} blocks verified",
+                r.data_bytes, r.bytes_written, r.stripes, r.bytes_rebuilt, r.blocks_verified
+            );
+            let _ = writeln!(
+                o,
+                "instructions per 4 KiB written through the pool (write + flush): {}; per 4 KiB rebuilt: {}",
+                per_4k(r.ticks_write, r.data_bytes),
+                per_4k(r.ticks_rebuild, r.bytes_rebuilt)
+            );
+            debug::exit(debug::EXIT_SUCCESS);
+            fail()
+        }
+        Err(e) => {
+            let _ = writeln!(o, "pool self-test FAILED: {e:?}");
+            fail()
+        }
+    }
+}
+
 /// Instructions per 4 KiB of `bytes` over `ticks`.
 fn per_4k(ticks: u64, bytes: u64) -> u64 {
     if bytes == 0 {
@@ -152,12 +206,8 @@ fn main() -> ! {
     // instead of hanging it.
     let mut args = [0u8; 64];
     // `-semihosting-config ...,arg=raidcore,arg=MODE`: the mode is the second word.
-    match cmdline(&mut args)
-        .split_whitespace()
-        .skip(1)
-        .last()
-        .unwrap_or("")
-    {
+    let mode = cmdline(&mut args).split_whitespace().nth(1).unwrap_or("");
+    match mode {
         "panic" => panic!("deliberate panic (failure-path check)"),
         "fault" => {
             // SAFETY: deliberately reads unmapped memory to raise a fault.
@@ -174,6 +224,9 @@ fn main() -> ! {
         2_000_000 / ticks.max(1)
     );
     let disks = open_disks();
+    if mode == "pool" {
+        run_pool(disks)
+    }
     let blocks = disks
         .iter()
         .map(raidcore_hal::BlockDevice::block_count)
