@@ -47,6 +47,8 @@ pub const SECTOR: usize = 512;
 pub const HEADER_BYTES: usize = 64;
 /// Client block size, in bytes: LUN LBAs count 4 KiB blocks.
 pub const LUN_BLOCK: usize = 4096;
+/// Largest extent, in bytes (32 blocks of 4 KiB).
+pub const MAX_EXTENT_BYTES: usize = 32 * LUN_BLOCK;
 /// Bytes of one map page item payload.
 pub const PAGE_PAYLOAD: usize = 4096 - HEADER_BYTES;
 /// Bytes of one map entry.
@@ -242,8 +244,9 @@ impl ItemHeader {
             pool: get_u64(b, 40),
             addr: get_u64(b, 48),
         };
-        if h.stored_len as usize > max_payload || h.raw_len as usize > max_payload.max(PAGE_PAYLOAD)
-        {
+        // Extents may decompress to more than they store; nothing else is compressed.
+        let max_raw = if h.kind == ItemKind::Extent { MAX_EXTENT_BYTES } else { max_payload };
+        if h.stored_len as usize > max_payload || h.raw_len as usize > max_raw {
             return Err(FormatError::Bounds);
         }
         if !h.addr.is_multiple_of(SECTOR as u64) {

@@ -29,6 +29,12 @@ use crate::pool::IoError;
 use crate::pool::state::{Bufs, State, seg_account};
 use crate::raid::{DiskSet, DiskState};
 
+/// The stripe a first roll-forward pass is assembling.
+pub(crate) struct Assembly {
+    stripe: u64,
+    dirty: bool,
+}
+
 /// Where a roll-forward scan stopped.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct LogEnd {
@@ -245,7 +251,10 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
     }
 
     /// Scans the log from `root`'s cursor (see the module docs). With `apply`, extents and
-    /// TRIMs update the map and the space counters.
+    /// TRIMs update the map and the space counters. Without it (the first pass), the checked
+    /// bytes of every item are assembled stripe by stripe in the stripe buffer: a stripe whose
+    /// items needed reconstruction or intent-log patches is rewritten whole from them (so its
+    /// members and parity agree again), and the stripe holding the end is left in the buffer.
     pub(crate) fn scan_log(
         &mut self,
         b: &mut Bufs,
@@ -254,12 +263,20 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         stop: Option<u64>,
     ) -> Result<LogEnd, IoError> {
         let sdb = self.sdb() as u64;
+        let assemble = !apply;
         let mut cursor = root.log.head;
         let mut seq = root.log.next_item_seq;
         let mut res_idx = 0usize;
         let mut stripe_addr = cursor / sdb * sdb;
         let mut stripe_seq = root.log.next_stripe_seq;
         let mut items = 0;
+        let mut asm = Assembly {
+            stripe: stripe_addr,
+            dirty: false,
+        };
+        if assemble {
+            b.log.stripe.fill(0);
+        }
         loop {
             if stop.is_some_and(|s| cursor >= s) {
                 break;
@@ -277,15 +294,23 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
                 res_idx += 1;
                 cursor = self.seg_start(next);
                 stripe_addr = cursor;
+                if assemble {
+                    self.finish_stripe(b, &mut asm)?;
+                    asm.stripe = cursor;
+                }
                 if apply {
                     let _ = self.mark_used.push_back(next);
                     self.apply_mark_used(b.sut);
                 }
                 continue;
             }
-            let Some(h) = self.read_header(b, cursor, seq, (seg_end - cursor) as usize) else {
+            self.recovery_healed = false;
+            let Some((h, hoff)) = self.read_header(b, cursor, seq, (seg_end - cursor) as usize)
+            else {
                 break;
             };
+            let mut src = hoff;
+            let mut avail = HEADER_BYTES;
             if h.kind != ItemKind::Pad {
                 let ptr = BlockPtr {
                     addr: cursor,
@@ -299,12 +324,20 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
                     level: None,
                     seq: Some(seq),
                 };
-                if self.load_item(b, ptr, expect).is_err() {
-                    break;
+                match self.load_item(b, ptr, expect) {
+                    Ok((_, payload_off)) => {
+                        src = payload_off - HEADER_BYTES;
+                        avail = h.item_bytes();
+                    }
+                    Err(_) => break,
                 }
                 if apply {
                     self.replay_item(b, &h)?;
                 }
+            }
+            if assemble {
+                let healed = self.recovery_healed;
+                self.assemble_item(b, &mut asm, cursor, h.item_bytes(), src, avail, healed)?;
             }
             items += 1;
             cursor += h.item_bytes() as u64;
@@ -314,6 +347,10 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
                 stripe_seq += n;
                 stripe_addr += n * sdb;
             }
+        }
+        // A stripe the scan left exactly at its end is complete: finish it too.
+        if assemble && cursor >= asm.stripe + sdb {
+            self.finish_stripe(b, &mut asm)?;
         }
         Ok(LogEnd {
             addr: cursor,
@@ -325,15 +362,77 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         })
     }
 
+    /// Copies an item's checked bytes (`b.item[src..src + avail]`, zeros past `avail`) into the
+    /// stripe being assembled, finishing stripes as the item crosses their ends.
+    #[allow(clippy::too_many_arguments)]
+    fn assemble_item(
+        &mut self,
+        b: &mut Bufs,
+        asm: &mut Assembly,
+        addr: u64,
+        len: usize,
+        src: usize,
+        avail: usize,
+        healed: bool,
+    ) -> Result<(), IoError> {
+        let sdb = self.sdb() as u64;
+        let mut pos = addr;
+        let end = addr + len as u64;
+        while pos < end {
+            while pos >= asm.stripe + sdb {
+                self.finish_stripe(b, asm)?;
+                asm.stripe += sdb;
+            }
+            asm.dirty |= healed;
+            let upto = end.min(asm.stripe + sdb);
+            let k = (pos - addr) as usize;
+            let n = (upto - pos) as usize;
+            let dst = b
+                .log
+                .stripe
+                .get_mut((pos - asm.stripe) as usize..(upto - asm.stripe) as usize)
+                .ok_or(IoError::Internal)?;
+            // Bytes of the item we hold; the rest (a pad's payload) is zeros.
+            let have = avail.saturating_sub(k).min(n);
+            if have > 0 {
+                let from = b
+                    .item
+                    .get(src + k..src + k + have)
+                    .ok_or(IoError::Internal)?;
+                dst.get_mut(..have)
+                    .ok_or(IoError::Internal)?
+                    .copy_from_slice(from);
+            }
+            dst.get_mut(have..).ok_or(IoError::Internal)?.fill(0);
+            pos = upto;
+        }
+        Ok(())
+    }
+
+    /// Writes an assembled stripe back when its members did not hold its checked bytes.
+    fn finish_stripe(&mut self, b: &mut Bufs, asm: &mut Assembly) -> Result<(), IoError> {
+        if asm.dirty {
+            let sdb = self.sdb() as u64;
+            self.array
+                .write_stripe(asm.stripe / sdb, b.log.stripe, b.log.scratch)
+                .map_err(IoError::Device)?;
+            self.array.flush();
+        }
+        asm.dirty = false;
+        b.log.stripe.fill(0);
+        Ok(())
+    }
+
     /// Reads and checks the header of the item expected at `addr` with sequence `seq`; tries
-    /// each member's reconstruction when the plain read does not check.
+    /// each member's reconstruction when the plain read does not check. Returns the header and
+    /// where it starts in `b.item`.
     fn read_header(
         &mut self,
         b: &mut Bufs,
         addr: u64,
         seq: u64,
         room: usize,
-    ) -> Option<ItemHeader> {
+    ) -> Option<(ItemHeader, usize)> {
         let check = |h: &ItemHeader, tag: u64| {
             h.pool == tag && h.addr == addr && h.seq == seq && h.item_bytes() <= room
         };
@@ -353,7 +452,8 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             if let Ok(h) = ItemHeader::decode(bytes, room.saturating_sub(HEADER_BYTES))
                 && check(&h, self.conf.pool_tag)
             {
-                return Some(h);
+                self.recovery_healed |= k > 0;
+                return Some((h, off));
             }
         }
         None
@@ -493,29 +593,13 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         self.log.res_idx = end.res_idx;
         self.log.zil_done = 0;
         self.log.zil_records = 0;
-        b.log.stripe.fill(0);
-        if self.log.fill > 0 {
-            // The open stripe's prefix, as recovered (members + intent-log patches), in chunks.
-            let chunk = (b.item.len() - 2 * 4096) / SECTOR * SECTOR;
-            let mut done = 0;
-            while done < self.log.fill {
-                let n = chunk.min(self.log.fill - done);
-                let off = self.read_log(
-                    &mut b.log,
-                    end.stripe_addr + done as u64,
-                    n,
-                    b.item,
-                    DiskSet::EMPTY,
-                )?;
-                let src = b.item.get(off..off + n).ok_or(IoError::Internal)?;
-                b.log
-                    .stripe
-                    .get_mut(done..done + n)
-                    .ok_or(IoError::Internal)?
-                    .copy_from_slice(src);
-                done += n;
-            }
-        }
+        // The stripe buffer holds the checked prefix of the stripe at the end (pass 1); the
+        // rest must be zeros (padding relies on it).
+        b.log
+            .stripe
+            .get_mut(self.log.fill..)
+            .ok_or(IoError::Internal)?
+            .fill(0);
         if self.log.fill >= sdb {
             return Err(IoError::Internal);
         }

@@ -278,6 +278,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
                 dst.get_mut((x - at) as usize..(x - at) as usize + n)
                     .ok_or(IoError::Internal)?
                     .copy_from_slice(src);
+                self.recovery_healed = true;
                 x += n as u64;
             }
         }

@@ -659,6 +659,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
                 lz4_flex::block::CompressTable::large()
             },
             faulted: false,
+            recovery_healed: false,
             mark_used: heapless::Deque::new(),
             zil_refs: Vec::new(),
             recorded_states: recorded,

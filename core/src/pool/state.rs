@@ -326,6 +326,8 @@ pub(crate) struct State<D, const N: usize, const L: usize, const P: usize, const
     /// Membership states as the superblocks record them.
     pub recorded_states: Vec<crate::raid::DiskState, 32>,
     pub faulted: bool,
+    /// Set during import when an item needed reconstruction or intent-log patches to check.
+    pub recovery_healed: bool,
     /// Client bytes written since the pool was opened (for write amplification).
     pub session_client_bytes: u64,
     /// Segments the cleaner could not empty (damaged beyond repair).

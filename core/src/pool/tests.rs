@@ -111,3 +111,17 @@ fn bad_input_is_refused() {
     assert_eq!(p.create_lun("", 10), Err(LunError::BadName));
     assert_eq!(p.create_lun("huge", 1 << 40), Err(LunError::BadSize));
 }
+
+#[test]
+fn writes_after_import_read_back() {
+    let mut p = new_pool(cfg(), 6, 40_000);
+    let lun = p.create_lun("a", 1000).unwrap();
+    let (mut p, _) = reimport(p);
+    p.write(lun, 3, &block(3), true).unwrap();
+    let mut buf = vec![0u8; 4096];
+    p.read(lun, 3, &mut buf).unwrap();
+    assert_eq!(buf, block(3));
+    let (mut p, _) = reimport(p);
+    p.read(lun, 3, &mut buf).unwrap();
+    assert_eq!(buf, block(3));
+}
