@@ -95,7 +95,7 @@ pub fn mul_table(c: u8) -> [u8; 256] {
 }
 
 /// Split-nibble tables of x -> c·x: `lo[i] = c·i` and `hi[i] = c·(16·i)` for i in 0..16, so that
-/// c·x = lo[x & 15] ⊕ hi[x >> 4]. This is the layout the SIMD kernels look up sixteen bytes at a
+/// c·x = lo\[x & 15\] ⊕ hi\[x >> 4\]. This is the layout the SIMD kernels look up sixteen bytes at a
 /// time (`pshufb`, `tbl`). Built from c·2^k by linearity, without the log tables.
 #[must_use]
 pub fn nibble_tables(c: u8) -> ([u8; 16], [u8; 16]) {

@@ -339,7 +339,6 @@ struct Arena {
     start: usize,
     strip_bytes: usize,
     columns: usize,
-    stripes: usize,
 }
 
 fn fill_random(buf: &mut [u8], mut seed: u64) {
@@ -365,7 +364,6 @@ impl Arena {
             start,
             strip_bytes,
             columns,
-            stripes,
         }
     }
 
