@@ -317,10 +317,49 @@ impl<E: std::fmt::Display> From<E> for Failure {
     }
 }
 
+/// Log lines of the library (`log` crate) to stderr: `RAIDCORE_SIM_LOG` = `error`, `warn`,
+/// `info`, `debug` or `trace` sets the level (default: `info` for `serve`, `warn` otherwise).
+struct StderrLog;
+
+impl log::Log for StderrLog {
+    fn enabled(&self, m: &log::Metadata<'_>) -> bool {
+        m.level() <= log::max_level()
+    }
+
+    fn log(&self, r: &log::Record<'_>) {
+        if self.enabled(r.metadata()) {
+            eprintln!(
+                "raidcore-sim: {}: {}",
+                r.level().as_str().to_lowercase(),
+                r.args()
+            );
+        }
+    }
+
+    fn flush(&self) {}
+}
+
+static LOGGER: StderrLog = StderrLog;
+
+fn init_log(default: log::LevelFilter) {
+    let level = std::env::var("RAIDCORE_SIM_LOG")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default);
+    if log::set_logger(&LOGGER).is_ok() {
+        log::set_max_level(level);
+    }
+}
+
 /// Parses the command line and runs it; the exit status to return.
 #[must_use]
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    init_log(if matches!(cli.cmd, Cmd::Serve(_)) {
+        log::LevelFilter::Info
+    } else {
+        log::LevelFilter::Warn
+    });
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(Failure::Verify(m)) => {
@@ -612,12 +651,7 @@ fn sim_run(r: &RunArgs, kind: WorkloadKind) -> Result<(), Failure> {
                 run: b,
             });
         }
-        let title = format!(
-            "{} — {} (seed {})",
-            opts.workload.kind,
-            opts.describe(),
-            opts.seed
-        );
+        let title = format!("{} (seed {})", opts.describe(), opts.seed);
         plot::write_svg(path, &title, &series).map_err(Failure::Error)?;
         eprintln!("raidcore-sim: wrote {}", path.display());
     }

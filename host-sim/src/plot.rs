@@ -78,7 +78,7 @@ fn draw_marks(
     let e = |e: DrawingAreaErrorKind<_>| e.to_string();
     for (k, s) in series.iter().enumerate() {
         let colour = COLOURS[k % COLOURS.len()];
-        for (t, what) in marks(s.run) {
+        for (j, (t, what)) in marks(s.run).into_iter().enumerate() {
             chart
                 .draw_series(LineSeries::new(
                     vec![(t, y.0), (t, y.1)],
@@ -88,7 +88,11 @@ fn draw_marks(
             chart
                 .draw_series(std::iter::once(Text::new(
                     format!("{} {what}", s.label),
-                    (t, y.1 / (1.6 + k as f64)),
+                    // One row per label (log axis: rows are factors apart).
+                    (
+                        t,
+                        y.1 / 1.45f64.powi(i32::try_from(k * 3 + j + 1).unwrap_or(8)),
+                    ),
                     ("sans-serif", 12).into_font().color(&colour),
                 )))
                 .map_err(e)?;
@@ -126,6 +130,7 @@ pub fn write_svg(path: &Path, title: &str, series: &[Series<'_>]) -> Result<(), 
         .configure_mesh()
         .x_desc("virtual time (s)")
         .y_desc("IOPS")
+        .y_label_formatter(&|v| format!("{v:.0}"))
         .draw()
         .map_err(e)?;
     for (k, (s, p)) in series.iter().zip(&pts).enumerate() {
@@ -152,7 +157,7 @@ pub fn write_svg(path: &Path, title: &str, series: &[Series<'_>]) -> Result<(), 
         .flat_map(|(_, m)| m.iter())
         .map(|p| p.1)
         .fold(1.0, f64::max)
-        * 3.0;
+        * 8.0;
     let l_min = lat
         .iter()
         .flat_map(|(m, _)| m.iter())
@@ -174,6 +179,7 @@ pub fn write_svg(path: &Path, title: &str, series: &[Series<'_>]) -> Result<(), 
         .configure_mesh()
         .x_desc("virtual time (s)")
         .y_desc("latency (ms)")
+        .y_label_formatter(&|v| format!("{v}"))
         .draw()
         .map_err(e)?;
     for (k, (s, (mean, max))) in series.iter().zip(&lat).enumerate() {

@@ -28,7 +28,7 @@ use raidcore_hal::BlockSize;
 use serde::{Deserialize, Serialize};
 
 use crate::clock::{IoTracker, SimClock};
-use crate::disk::{FileDisk, FileDiskOptions, SimError};
+use crate::disk::{FileDisk, FileDiskOptions, NullDisk, SimDisk, SimError};
 use crate::fault::{FaultConfig, MemberHandles, SimMember, sim_member};
 use crate::model::ModelKind;
 
@@ -361,7 +361,7 @@ pub fn list_images(dir: &Path) -> Result<Vec<usize>, DirError> {
 
 /// Builds the simulated member over `disk`.
 fn member(
-    disk: FileDisk,
+    disk: impl Into<SimDisk>,
     model: ModelKind,
     number: usize,
     hw: &HwOptions,
@@ -415,6 +415,32 @@ impl DirPool {
                 opts.lun_bytes
             )));
         }
+        // A dry run on data-less disks finds what the pool would refuse (geometry, sizes,
+        // LUNs) before any file is touched.
+        {
+            let clock = SimClock::new();
+            let tracker = IoTracker::new();
+            let mut null = (0..total).map(|n| {
+                let d = NullDisk::new(opts.block_size, opts.disk_bytes / bs).map_err(|err| {
+                    DirError::Disk {
+                        path: dir.join(image_name(n)),
+                        err,
+                    }
+                })?;
+                Ok(member(d, ModelKind::Instant, n, hw, &clock, &tracker).0)
+            });
+            let members = null
+                .by_ref()
+                .take(opts.disks)
+                .collect::<Result<Vec<_>, DirError>>()?;
+            let spares = null.collect::<Result<Vec<_>, DirError>>()?;
+            let mem = vec![0u8; SimPool::memory_bytes(&opts.config, opts.disks)];
+            let mut pool = SimPool::create(members, spares, opts.config, opts.uuid, mem)?;
+            for i in 0..opts.luns {
+                pool.create_lun(&format!("lun{i}"), opts.lun_bytes / 4096)
+                    .map_err(DirError::Lun)?;
+            }
+        }
         fs::create_dir_all(dir).map_err(io_err(format!("creating {}", dir.display())))?;
         if opts.overwrite {
             for n in list_images(dir)? {
@@ -427,6 +453,25 @@ impl DirPool {
                 dir.display()
             )));
         }
+        let made = Self::build(dir, opts, model, hw);
+        if made.is_err() {
+            // Leave nothing half made behind.
+            for n in 0..total {
+                let _ = fs::remove_file(dir.join(image_name(n)));
+            }
+            let _ = fs::remove_file(dir.join(META_FILE));
+        }
+        made
+    }
+
+    fn build(
+        dir: &Path,
+        opts: &CreateOptions,
+        model: ModelKind,
+        hw: &HwOptions,
+    ) -> Result<DirPool, DirError> {
+        let bs = opts.block_size.bytes() as u64;
+        let total = opts.disks + opts.spares;
         let clock = SimClock::new();
         let tracker = IoTracker::new();
         let mut members = Vec::new();
@@ -771,7 +816,7 @@ impl DirPool {
             health: st.health.name().to_string(),
             level: geo.level().name().to_string(),
             strip_bytes: geo.strip_bytes() as u64,
-            model: model_name(self.model).to_string(),
+            model: self.meta.model.clone(),
             disks,
             spares: usize::from(st.spares),
             images: self.images.clone(),
@@ -989,7 +1034,13 @@ impl DirStatus {
             self.disks.len(),
             self.model
         );
-        if let Some(r) = self.rebuild {
+        if let Some(r) = self.rebuild.filter(|r| r.total == 0) {
+            let _ = writeln!(
+                s,
+                "  scan: rebuild of disk {} starting (resumes whenever the pool is used)",
+                r.disk.unwrap_or(0)
+            );
+        } else if let Some(r) = self.rebuild {
             let _ = writeln!(
                 s,
                 "  scan: rebuilding disk {} — {} of {} stripes ({:.1} %)",

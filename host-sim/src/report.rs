@@ -452,6 +452,20 @@ impl Report {
                 g.iops_total, g.iops_per_stream_min, g.p99_latency, g.write_amplification
             );
         }
+        if self.main.workload == "voice" {
+            let _ = writeln!(
+                s,
+                "the seed's question — over 200 IOPS of 4 KiB sequential writes for each of {} voice VMs (their ZFS appliance: 746 per VM): raidcore's slowest stream {:.0} IOPS ({:.1}x 200){}",
+                self.main.streams,
+                self.main.iops_per_stream_min,
+                self.main.iops_per_stream_min / 200.0,
+                self.baseline.as_ref().map_or(String::new(), |b| format!(
+                    ", baseline's {:.0} ({:.1}x 200)",
+                    b.iops_per_stream_min,
+                    b.iops_per_stream_min / 200.0
+                ))
+            );
+        }
         for r in &runs {
             for e in &r.errors {
                 let _ = writeln!(s, "  {} error: {e}", r.label);
