@@ -786,7 +786,9 @@ fn bench_nbd(a: &BenchArgs) -> Result<(), Failure> {
         Ok(Err(e)) => return Err(Failure::Error(format!("NBD server: {e}"))),
         Err(_) => return Err(Failure::Error("NBD server thread panicked".into())),
     }
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|e| {
+    // fio may print error lines before its JSON.
+    let start = out.stdout.iter().position(|&b| b == b'{').unwrap_or(0);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout[start..]).map_err(|e| {
         Failure::Error(format!(
             "fio output is not JSON ({e}); stderr: {}",
             String::from_utf8_lossy(&out.stderr)

@@ -73,6 +73,10 @@ impl PoolBackend {
         let dp = self.dp.as_mut().ok_or_else(gone)?;
         dp.pool.set_time(now);
         let r = f(dp, lun).map_err(err);
+        // A member that failed under reads: take the spare (DirPool::take_spare_for_failed).
+        if let Err(e) = dp.take_spare_for_failed() {
+            log::warn!("taking a hot spare: {e}");
+        }
         // Background work between requests: one bounded step while a rebuild or scrub runs.
         let st = dp.pool.status();
         if (st.rebuild.is_some() || st.scrub.is_some())

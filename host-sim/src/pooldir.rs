@@ -745,6 +745,26 @@ impl DirPool {
         Ok(number)
     }
 
+    /// If a member slot is failed while a hot spare waits and no rebuild runs, has the pool
+    /// take the spare (by failing the slot again, which runs the pool's failure handling).
+    /// Returns whether it did.
+    ///
+    /// A workaround: the pool takes spares only from its write paths, so a member that dies
+    /// under reads alone stays failed with the spare idle (tests/tests/repro_read_failure_spare.rs).
+    pub fn take_spare_for_failed(&mut self) -> Result<bool, DirError> {
+        let st = self.pool.status();
+        if st.spares == 0 || st.rebuild.is_some() {
+            return Ok(false);
+        }
+        let Some(slot) = st.disks.iter().find(|d| d.state == DiskState::Failed) else {
+            return Ok(false);
+        };
+        let slot = usize::from(slot.slot);
+        self.pool.fail_disk(slot)?;
+        self.note_failed(slot, usize::from(st.spares));
+        Ok(true)
+    }
+
     /// Runs [`Pool::maintenance`] until no rebuild or scrub is left, calling `progress(done,
     /// total)` (in stripes of the current job) after each step.
     pub fn run_maintenance(&mut self, mut progress: impl FnMut(u64, u64)) -> Result<(), DirError> {

@@ -39,7 +39,7 @@
 use std::collections::BTreeMap;
 
 use hdrhistogram::Histogram;
-use raidcore::pool::{IoError, MaintenanceReport, Stats};
+use raidcore::pool::{MaintenanceReport, Stats};
 
 use crate::clock::{NS_PER_MS, NS_PER_S};
 use crate::fault::Fault;
@@ -308,7 +308,7 @@ pub fn run(
     }
     let mut errors = Vec::new();
     let mut error_count = 0u64;
-    let mut note_err = |t: u64, what: &str, e: IoError| {
+    let mut note_err = |t: u64, what: &str, e: &dyn std::fmt::Display| {
         error_count += 1;
         if errors.len() < 16 {
             errors.push(format!("t={:.3}s {what}: {e}", t as f64 / 1e9));
@@ -341,14 +341,14 @@ pub fn run(
                         Ok(()) => oracle.set(g.lun, lba, blocks, id),
                         Err(e) => {
                             oracle.set(g.lun, lba, blocks, UNKNOWN);
-                            note_err(0, "prefill write", e);
+                            note_err(0, "prefill write", &e);
                         }
                     }
                 }
             }
         }
         if let Err(e) = dp.pool.flush() {
-            note_err(0, "prefill flush", e);
+            note_err(0, "prefill flush", &e);
         }
     }
     let busy = dp
@@ -462,6 +462,12 @@ pub fn run(
                 dp.clock.advance_to_ns(now);
                 dp.pool.set_time(now);
                 if rebuild_start.is_none() {
+                    // Reads alone do not make the pool take its spare (see
+                    // DirPool::take_spare_for_failed); the runner's poll stands in for the
+                    // management layer that would.
+                    if let Err(e) = dp.take_spare_for_failed() {
+                        note_err(now - t0, "taking the spare", &e);
+                    }
                     let st = dp.pool.status();
                     if st.rebuild.is_some() {
                         rebuild_start = Some(now);
@@ -499,7 +505,7 @@ pub fn run(
                         }
                     }
                     Err(e) => {
-                        note_err(now, "maintenance", e);
+                        note_err(now - t0, "maintenance", &e);
                         maint_next = None;
                         expect_rebuild = false;
                     }
@@ -557,7 +563,7 @@ pub fn run(
                             Ok(()) => oracle.set(lun, lba, blocks, id),
                             Err(e) => {
                                 oracle.set(lun, lba, blocks, UNKNOWN);
-                                note_err(now - t0, "write", e);
+                                note_err(now - t0, "write", &e);
                             }
                         }
                         s.counters.writes += 1;
@@ -576,7 +582,7 @@ pub fn run(
                             }
                             Err(e) => {
                                 verify_errors += u64::from(blocks);
-                                note_err(now - t0, "read", e);
+                                note_err(now - t0, "read", &e);
                             }
                         }
                         s.counters.reads += 1;
@@ -586,7 +592,7 @@ pub fn run(
                     Pending::Flush(_) => {
                         is_flush = true;
                         if let Err(e) = dp.pool.flush() {
-                            note_err(now - t0, "flush", e);
+                            note_err(now - t0, "flush", &e);
                         }
                         s.counters.flushes += 1;
                     }
@@ -643,7 +649,7 @@ pub fn run(
                     }
                 }
                 Err(e) => {
-                    note_err(end_ns - t0, "maintenance after the run", e);
+                    note_err(end_ns - t0, "maintenance after the run", &e);
                     break;
                 }
             }
@@ -651,7 +657,7 @@ pub fn run(
         rebuild_repair_bytes = dp.pool.stats().member_repair_bytes - rebuild_repair0;
     }
     if let Err(e) = dp.pool.flush() {
-        note_err(end_ns - t0, "final flush", e);
+        note_err(end_ns - t0, "final flush", &e);
     }
 
     // Phases.
@@ -691,7 +697,7 @@ pub fn run(
                 }
                 Err(e) => {
                     verify_errors += blocks;
-                    note_err(end_ns - t0, "verify read", e);
+                    note_err(end_ns - t0, "verify read", &e);
                 }
             }
             verified += blocks;
@@ -707,7 +713,7 @@ pub fn run(
                 Ok(r) if r.idle => break,
                 Ok(_) => {}
                 Err(e) => {
-                    note_err(end_ns - t0, "scrub", e);
+                    note_err(end_ns - t0, "scrub", &e);
                     break;
                 }
             }
