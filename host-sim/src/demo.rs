@@ -242,10 +242,17 @@ fn one_run(
         scrub_after: opts.scrub_after,
     };
     let label = if baseline { "baseline" } else { "raidcore" };
-    let result = runner::run(&mut dp, &opts.workload, data, &run_cfg, |d, t| {
+    let mut result = runner::run(&mut dp, &opts.workload, data, &run_cfg, |d, t| {
         progress(label, d, t);
     });
     dp.close()
+        .map_err(|e| format!("closing the {label} pool: {e}"))?;
+    // What the images hold: import the pool from them and read every block again.
+    let mut again = DirPool::open(dir, cfg, &hw)
+        .map_err(|e| format!("importing the {label} pool again: {e}"))?;
+    result.reimport = Some(runner::verify_all(&mut again, &result.oracle, data));
+    again
+        .close()
         .map_err(|e| format!("closing the {label} pool: {e}"))?;
     Ok(result)
 }

@@ -136,8 +136,11 @@ pub struct RunReport {
     pub verified_blocks: u64,
     /// Of those, blocks that had been written (the others must read as zeros).
     pub verified_written_blocks: u64,
-    /// Reads that returned wrong data or failed (during the run and after), plus blocks the
-    /// scrub after the run had to repair or could not.
+    /// Blocks read back and compared again after the pool was closed and imported from its
+    /// disk images (`null` if not done).
+    pub verified_after_reimport_blocks: Option<u64>,
+    /// Reads that returned wrong data or failed (during the run, after it, and after
+    /// re-import), plus blocks the scrub after the run had to repair or could not.
     pub verify_errors: u64,
     /// Blocks the scrub after the run repaired.
     pub scrub_repaired_blocks: Option<u64>,
@@ -204,12 +207,25 @@ impl RunReport {
             },
             verified_blocks: r.verified_blocks,
             verified_written_blocks: r.verified_written_blocks,
-            verify_errors: r.verify_errors + scrub_bad,
+            verified_after_reimport_blocks: r.reimport.as_ref().map(|v| v.blocks),
+            verify_errors: r.verify_errors
+                + scrub_bad
+                + r.reimport.as_ref().map_or(0, |v| v.errors),
             scrub_repaired_blocks: r.scrub_repaired_blocks,
             scrub_unrepairable_blocks: r.scrub_unrepairable_blocks,
             final_health: r.final_health.clone(),
             error_count: r.error_count,
-            errors: r.errors.clone(),
+            errors: r
+                .errors
+                .iter()
+                .cloned()
+                .chain(
+                    r.reimport
+                        .iter()
+                        .flat_map(|v| v.messages.iter().map(|m| format!("after re-import: {m}"))),
+                )
+                .take(20)
+                .collect(),
         }
     }
 
@@ -433,6 +449,16 @@ impl Report {
             "verified blocks (written)",
             runs.iter()
                 .map(|r| format!("{} ({})", r.verified_blocks, r.verified_written_blocks))
+                .collect(),
+        );
+        line(
+            &mut s,
+            "verified again after re-import",
+            runs.iter()
+                .map(|r| {
+                    r.verified_after_reimport_blocks
+                        .map_or_else(|| "-".to_string(), |b| b.to_string())
+                })
                 .collect(),
         );
         line(

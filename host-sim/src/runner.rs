@@ -198,6 +198,11 @@ pub struct RunResult {
     pub error_count: u64,
     /// Health at the end of the run (`online`, `degraded`, `faulted`).
     pub final_health: String,
+    /// The content id of every block at the end (for verifying again, e.g. after re-import).
+    pub oracle: Oracle,
+    /// Filled in by callers that close the pool, import it again from its images and verify
+    /// every block once more ([`verify_all`]).
+    pub reimport: Option<Verification>,
     /// When the run started on the clock (after the pre-fill), in nanoseconds.
     pub start_clock_ns: u64,
 }
@@ -224,9 +229,66 @@ struct StreamState {
     counters: StreamCounters,
 }
 
-/// What the runner knows per LUN: the content id of each block.
-struct Oracle {
+/// What the runner knows per LUN: the content id of each block (ids regenerate content with
+/// [`DataSource::fill`]; two special values stand for "never written" and "last write failed").
+#[derive(Debug, Clone, Default)]
+pub struct Oracle {
     luns: BTreeMap<u16, Vec<u64>>,
+}
+
+/// What reading every block back found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Verification {
+    /// Blocks read and compared.
+    pub blocks: u64,
+    /// Of those, blocks that had been written (the others must read as zeros).
+    pub written_blocks: u64,
+    /// Blocks that read back wrong or failed to read.
+    pub errors: u64,
+    /// The first few failures.
+    pub messages: Vec<String>,
+}
+
+/// Reads every block of every LUN the oracle knows through `dp`'s pool and compares it with
+/// what was written (content from `data`).
+pub fn verify_all(dp: &mut DirPool, oracle: &Oracle, data: &DataSource) -> Verification {
+    let mut v = Verification::default();
+    let mut buf = vec![0u8; 32 * BLOCK];
+    let mut scratch = vec![0u8; BLOCK];
+    for (&lun, ids) in &oracle.luns {
+        let n = ids.len() as u64;
+        let mut lba = 0u64;
+        while lba < n {
+            let blocks = (n - lba).min(32);
+            let len = blocks as usize * BLOCK;
+            match dp.pool.read(lun, lba, &mut buf[..len]) {
+                Ok(()) => {
+                    for (k, b) in buf[..len].chunks_exact(BLOCK).enumerate() {
+                        let id = ids[(lba + k as u64) as usize];
+                        if !block_ok(data, id, b, &mut scratch) {
+                            v.errors += 1;
+                            if v.messages.len() < 16 {
+                                v.messages
+                                    .push(format!("LUN {lun} LBA {}: wrong data", lba + k as u64));
+                            }
+                        }
+                        if id != ZEROS {
+                            v.written_blocks += 1;
+                        }
+                    }
+                }
+                Err(e) => {
+                    v.errors += blocks;
+                    if v.messages.len() < 16 {
+                        v.messages.push(format!("verify read: {e}"));
+                    }
+                }
+            }
+            v.blocks += blocks;
+            lba += blocks;
+        }
+    }
+    v
 }
 
 impl Oracle {
@@ -675,34 +737,10 @@ pub fn run(
     let phase_ns = bounds.map(|(lo, hi)| hi - lo);
 
     // Read everything back.
-    let mut verified = 0u64;
-    let mut verified_written = 0u64;
-    for (&lun, ids) in &oracle.luns {
-        let n = ids.len() as u64;
-        let mut lba = 0u64;
-        while lba < n {
-            let blocks = (n - lba).min(32);
-            let len = blocks as usize * BLOCK;
-            match dp.pool.read(lun, lba, &mut buf[..len]) {
-                Ok(()) => {
-                    for (k, b) in buf[..len].chunks_exact(BLOCK).enumerate() {
-                        let id = ids[(lba + k as u64) as usize];
-                        if !block_ok(data, id, b, &mut scratch) {
-                            verify_errors += 1;
-                        }
-                        if id != ZEROS {
-                            verified_written += 1;
-                        }
-                    }
-                }
-                Err(e) => {
-                    verify_errors += blocks;
-                    note_err(end_ns - t0, "verify read", &e);
-                }
-            }
-            verified += blocks;
-            lba += blocks;
-        }
+    let check = verify_all(dp, &oracle, data);
+    verify_errors += check.errors;
+    for m in &check.messages {
+        note_err(end_ns - t0, "after the run", m);
     }
 
     let (mut scrub_rep, mut scrub_unrep) = (None, None);
@@ -751,14 +789,16 @@ pub fn run(
         },
         client_bytes_written: client_written,
         member_bytes_written: member_written,
-        verified_blocks: verified,
-        verified_written_blocks: verified_written,
+        verified_blocks: check.blocks,
+        verified_written_blocks: check.written_blocks,
         verify_errors,
         scrub_repaired_blocks: scrub_rep,
         scrub_unrepairable_blocks: scrub_unrep,
         errors,
         error_count,
         final_health: dp.pool.status().health.name().to_string(),
+        oracle,
+        reimport: None,
         start_clock_ns: t0,
     }
 }

@@ -23,6 +23,13 @@ fn tiny_demo_verifies_every_block_and_rebuilds() {
         // Every block of every LUN was read back, and the voice streams wrote all of them.
         assert_eq!(run.verified_blocks, 8 * (2 << 20) / 4096, "{}", run.label);
         assert!(run.verified_written_blocks > 0, "{}", run.label);
+        // …and once more from the disk images, after closing and importing the pool.
+        assert_eq!(
+            run.verified_after_reimport_blocks,
+            Some(run.verified_blocks),
+            "{}",
+            run.label
+        );
         assert_eq!(run.scrub_repaired_blocks, Some(0), "{}", run.label);
         assert_eq!(run.scrub_unrepairable_blocks, Some(0), "{}", run.label);
         // The failed disk was replaced by the spare and rebuilt within the run.
