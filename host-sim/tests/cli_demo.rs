@@ -15,7 +15,7 @@ const SMALL: [&str; 8] = [
     "--lun-size",
     "2M",
     "--seconds",
-    "0.4",
+    "0.5",
     "--real-data-size",
     "4M",
 ];
