@@ -10,7 +10,7 @@
 //!
 //! A client request at time `t` first waits for the controller CPU (one core, modelled as a
 //! timeline: `cpu_ns_per_request + blocks × cpu_ns_per_block` per request), then the clock is
-//! set to the end of that CPU work, the [`IoTracker`] is reset and the request is issued to the
+//! set to the end of that CPU work, the [`crate::clock::IoTracker`] is reset and the request is issued to the
 //! pool. It completes at `max(CPU done, latest completion of the device operations it caused)`.
 //! A buffered write thus completes after its CPU cost alone, until it fills a stripe (or a
 //! flush comes) and the stream waits for the members — the write-back cache of a real array.
