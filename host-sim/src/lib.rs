@@ -5,6 +5,7 @@
 //! demo. Everything here is deterministic from a seed and virtual time.
 
 pub mod bench_parity;
+pub mod campaign;
 pub mod cli;
 pub mod clock;
 pub mod demo;
