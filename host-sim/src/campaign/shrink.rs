@@ -1,6 +1,6 @@
 //! Shrinking a failing history: fewer steps, fewer faults, smaller steps, as long as the replay
-//! still fails with the same kind of failure. Deterministic (replays are), and bounded by a
-//! replay budget.
+//! still fails the same way (same kind of failure and same final error, see [`signature`]).
+//! Deterministic (replays are), and bounded by a replay budget.
 
 use super::{Failure, History, Step, replay};
 
@@ -14,8 +14,30 @@ fn budget() -> usize {
         .unwrap_or(BUDGET)
 }
 
+/// What must stay the same while shrinking: the failure's kind and the last part of its text
+/// (the error itself, e.g. `data lost` or `metadata damaged: field out of range`, after the
+/// last `: ` of the context; none for wrong data), digits left out. Without the error, a history failing with one
+/// bug tends to shrink into another bug's history with the same kind.
+fn signature(f: &Failure) -> (super::FailureKind, String) {
+    let tail = f
+        .what
+        .rsplit_once("within tolerance: ")
+        .map_or(f.what.as_str(), |(_, t)| t);
+    let tail = tail.rsplit_once(": ").map_or(tail, |(_, t)| t);
+    // Wrong data is wrong data, whichever versions the model allowed.
+    let tail = if f.kind == super::FailureKind::WrongData {
+        ""
+    } else {
+        tail
+    };
+    (
+        f.kind,
+        tail.chars().filter(|c| !c.is_ascii_digit()).collect(),
+    )
+}
+
 struct Shrinker<F> {
-    kind: super::FailureKind,
+    sig: (super::FailureKind, String),
     left: usize,
     run: F,
 }
@@ -27,7 +49,7 @@ impl<F: FnMut(&History) -> Option<Failure>> Shrinker<F> {
             return None;
         }
         self.left -= 1;
-        (self.run)(h).filter(|f| f.kind == self.kind)
+        (self.run)(h).filter(|f| signature(f) == self.sig)
     }
 }
 
@@ -80,7 +102,7 @@ fn shrink_with(
     run: impl FnMut(&History) -> Option<Failure>,
 ) -> (History, Failure) {
     let mut s = Shrinker {
-        kind: f.kind,
+        sig: signature(f),
         left,
         run,
     };
