@@ -19,6 +19,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use raidcore::pool::PoolConfig;
 use raidcore_hal::BlockSize;
 
+use crate::campaign::{self, CampaignOptions, MutationKind};
 use crate::clock::NS_PER_MS;
 use crate::demo::{self, SimOptions};
 use crate::model::ModelKind;
@@ -172,9 +173,28 @@ pub struct ScrubArgs {
 /// Options of `sim`.
 #[derive(Debug, Args)]
 pub struct SimArgs {
-    /// Anything (not used yet).
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-    pub rest: Vec<String>,
+    /// Number of seeds to run.
+    #[arg(long, default_value_t = 100)]
+    pub seeds: u64,
+    /// First seed.
+    #[arg(long, default_value_t = 0)]
+    pub from: u64,
+    /// Steps (client operations, faults, background work) per seed.
+    #[arg(long, default_value_t = campaign::DEFAULT_OPS)]
+    pub ops: u32,
+    /// Shrink each failing history to a short one that still fails, and print it.
+    #[arg(long)]
+    pub shrink: bool,
+    /// Switch on a deliberate core bug: recon-flip, early-flush or rebuild-skip (needs a build
+    /// with feature `mutate`).
+    #[arg(long)]
+    pub mutate: Option<MutationKind>,
+    /// Threads running seeds (default: the CPUs available; results do not depend on it).
+    #[arg(long)]
+    pub jobs: Option<usize>,
+    /// Print the summary as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Options of `serve`.
@@ -382,9 +402,7 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
         Cmd::Replace(a) => replace(&a),
         Cmd::Scrub(a) => scrub(&a),
         Cmd::Bench(a) => bench(&a),
-        Cmd::Sim(_) => Err(Failure::Error(
-            "`sim` (the fault campaign) is not implemented yet".into(),
-        )),
+        Cmd::Sim(a) => sim(&a),
         Cmd::Serve(a) => serve(&a),
         Cmd::Demo(a) => sim_run(&a.run, WorkloadKind::Voice),
     }
@@ -612,6 +630,48 @@ pub fn sim_options(r: &RunArgs, kind: WorkloadKind) -> Result<SimOptions, Failur
         keep_dir: r.keep_dir.clone(),
         bucket_ns: r.bucket_ms.max(1) * NS_PER_MS,
     })
+}
+
+/// `sim`: the fault campaign; exit 1 when a seed failed.
+fn sim(a: &SimArgs) -> Result<(), Failure> {
+    if a.mutate.is_some() && !cfg!(feature = "mutate") {
+        return Err(campaign::CampaignError::MutateUnsupported.into());
+    }
+    let opts = CampaignOptions {
+        seeds: a.seeds,
+        from: a.from,
+        ops: a.ops,
+        mutate: a.mutate,
+        shrink: a.shrink,
+        jobs: a.jobs.unwrap_or_else(|| {
+            std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
+        }),
+        ..CampaignOptions::default()
+    };
+    let pb = bar(a.seeds, "seeds");
+    let sum = campaign::run_with_progress(&opts, &|out| {
+        pb.inc(1);
+        if out.failure.is_some() {
+            pb.suspend(|| eprintln!("raidcore-sim: seed {} failed", out.seed));
+        }
+    })?;
+    pb.finish_and_clear();
+    if a.json {
+        let mut s = serde_json::to_string_pretty(&sum.to_json())?;
+        s.push('\n');
+        print(&s);
+    } else {
+        print(&sum.render());
+    }
+    if sum.passed() {
+        Ok(())
+    } else {
+        Err(Failure::Verify(format!(
+            "{} of {} seeds failed",
+            sum.failures.len(),
+            sum.seeds_run
+        )))
+    }
 }
 
 fn sim_run(r: &RunArgs, kind: WorkloadKind) -> Result<(), Failure> {

@@ -631,7 +631,7 @@ impl Summary {
         let _ = writeln!(s, "  levels: {}", levels.join(", "));
         let _ = writeln!(
             s,
-            "  steps {}: {} writes ({:.1} MiB acknowledged), {} reads, {} flushes, {} bad requests",
+            "  operations {}: {} writes ({:.1} MiB acknowledged), {} reads, {} flushes, {} bad requests",
             t.steps,
             t.writes,
             mib(t.bytes_written),
@@ -672,8 +672,8 @@ impl Summary {
         );
         let _ = writeln!(
             s,
-            "  over tolerance on purpose: {} seeds; {} reads failed with an error, {} blocks \
-             read correct, {} imports refused",
+            "  beyond tolerance on purpose: {} seeds; reads refused with an error {}, blocks \
+             still read correct {}, imports refused {}",
             self.over_tolerance_seeds, t.over_read_errors, t.over_reads_ok, t.over_import_refused
         );
         for f in &self.failures {
@@ -739,6 +739,16 @@ impl Drop for MutationGuard {
 /// Errors: [`CampaignError::MutateUnsupported`] when a mutation is asked for without feature
 /// `mutate`.
 pub fn run(opts: &CampaignOptions) -> Result<Summary, CampaignError> {
+    run_with_progress(opts, &|_| {})
+}
+
+/// [`run`], calling `progress` after each seed (from the thread that ran it).
+///
+/// Errors: as [`run`].
+pub fn run_with_progress(
+    opts: &CampaignOptions,
+    progress: &(dyn Fn(&SeedOutcome) + Sync),
+) -> Result<Summary, CampaignError> {
     let _lock = RUN_LOCK
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -773,6 +783,7 @@ pub fn run(opts: &CampaignOptions) -> Result<Summary, CampaignError> {
                     if out.failure.is_some() {
                         failed.fetch_add(1, Ordering::SeqCst);
                     }
+                    progress(&out);
                     results
                         .lock()
                         .unwrap_or_else(std::sync::PoisonError::into_inner)
