@@ -1203,6 +1203,11 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
     /// bytes to the intent log (or seal the stripe when the intent log cannot take them).
     pub(crate) fn flush(&mut self, b: &mut Bufs) -> Result<(), IoError> {
         self.close_all_streams(b)?;
+        // Deliberate bug for the fault campaign's self-test: acknowledge before durable.
+        #[cfg(feature = "mutate")]
+        if crate::mutate::active(crate::mutate::Mutation::EarlyFlush) {
+            return Ok(());
+        }
         if self.log.unflushed_stripes > 0 {
             self.array.flush();
             self.after_membership_change()?;
