@@ -309,9 +309,6 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
                 let o = (at - open_lo) as usize;
                 let src = lb.stripe.get(o..o + dst.len()).ok_or(IoError::Internal)?;
                 dst.copy_from_slice(src);
-            } else if at >= open_hi && !self.log.replaying {
-                // Never written.
-                return Err(IoError::Corrupt(crate::format::FormatError::Bounds));
             } else {
                 self.array
                     .read_excluding(at, dst, lb.scratch, exclude)

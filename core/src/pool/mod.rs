@@ -75,10 +75,10 @@ impl Default for PoolConfig {
         PoolConfig {
             level: Level::Raid6,
             strip_bytes: 64 * 1024,
-            max_extent_blocks: 16,
+            max_extent_blocks: 32,
             compression: true,
             zil_slots: 256,
-            segment_stripes: 8,
+            segment_stripes: 32,
             max_segments: 1024,
             reserved_segments: 4,
             cleaner_reserve: 2,
@@ -989,7 +989,12 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         }
         let half = (usize::from(self.st.cfg.reserved_segments) / 2).max(1);
         let pages_limit = self.st.segment_bytes() / 2 / 4096;
-        if self.st.log.res_idx >= half || self.st.log.pages_since_checkpoint >= pages_limit {
+        let due = self.st.log.res_idx >= half || self.st.log.pages_since_checkpoint >= pages_limit;
+        let forced =
+            self.st.log.res_idx > half || self.st.log.pages_since_checkpoint >= 2 * pages_limit;
+        // A checkpoint pads the open stripe to its end: when one is due but not yet forced,
+        // wait until the stripe is nearly full, so the padding is small.
+        if forced || (due && self.st.checkpoint_fits_well()) {
             let (st, mut b) = self.bufs()?;
             st.checkpoint(&mut b)?;
         }
@@ -1225,6 +1230,40 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             return Err(IoError::Faulted);
         }
         Ok(())
+    }
+
+    /// Bytes a checkpoint would append now: dirty map pages and the ancestors their new
+    /// copies dirty, the LUN table, the bad list and the segment table (approximately, to a
+    /// sector or two).
+    pub(crate) fn checkpoint_bytes(&self) -> usize {
+        let mut pages = 0usize;
+        for m in self.cache.iter().flatten() {
+            // A page is written if it or any cached descendant is dirty.
+            let k = m.key;
+            let written = m.dirty
+                || self.cache.iter().flatten().any(|c| {
+                    c.dirty
+                        && c.key.lun == k.lun
+                        && c.key.level < k.level
+                        && c.key.index / crate::volume::map::span(k.level - c.key.level) == k.index
+                });
+            if written {
+                pages += 1;
+            }
+        }
+        let tables = format::round_up(64 + 16 + self.luns.len() * 72, format::SECTOR)
+            + format::round_up(64 + 16 + self.bad.len() * 16, format::SECTOR)
+            + format::round_up(64 + self.segments() as usize * format::SEG_ENTRY_BYTES, format::SECTOR);
+        pages * 4096 + tables
+    }
+
+    /// Whether checkpointing now would pad little: the checkpoint's own bytes end within one
+    /// extent of a stripe boundary.
+    pub(crate) fn checkpoint_fits_well(&self) -> bool {
+        let sdb = self.sdb();
+        let end = (self.log.fill + self.checkpoint_bytes()) % sdb;
+        let pad = if end == 0 { 0 } else { sdb - end };
+        pad <= state::max_item_bytes(&self.cfg)
     }
 
     /// Finds the newest root on any member whose tables load.

@@ -257,6 +257,16 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             pool: 0,
             addr: 0,
         };
+        // An item that does not fit the segment's end would leave padding there: split the
+        // extent so its first part fills the segment exactly.
+        let item = compressed.map_or(raw_item, |n| round_up(HEADER_BYTES + n, SECTOR)) as u64;
+        let room = self.segment_room();
+        if item > room && blocks > 1 && room >= (SECTOR + LUN_BLOCK) as u64 {
+            let k = (((room as usize) - SECTOR) / LUN_BLOCK).min(blocks - 1);
+            let (first, rest) = data.split_at(k * LUN_BLOCK);
+            self.emit(b, lun, lba, first, who)?;
+            return self.emit(b, lun, lba + k as u64, rest, who);
+        }
         let payload: &[u8] = match compressed {
             Some(n) => b.comp.get(..n).ok_or(IoError::Internal)?,
             None => data,
