@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds raidcore's Cortex-M self-test image and runs it in QEMU (mps2-an386, Cortex-M4F) on
-# seven disk images in a temp dir (six members + one hot spare), reached through semihosting.
+# seven disk images in a temp dir (six members + one hot spare), reached through semihosting:
+# first the parity-level self-test, then the pool-level one (a RAID-6 pool) on fresh images.
 # Exit 0 only if the image reports that the self-test passed AND the host-side checks agree
 # (the spare holds exactly what the failed member held). A hang is a failure (timeout).
 #
@@ -8,7 +9,7 @@
 # Environment: QEMU_SELFTEST_MIB (image size, default 1), QEMU_SELFTEST_TIMEOUT (s, default 300).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-mib="${QEMU_SELFTEST_MIB:-1}"
+mib="${QEMU_SELFTEST_MIB:-4}"
 limit="${QEMU_SELFTEST_TIMEOUT:-300}"
 failed_member=2 # must match `failed` in qemu-selftest/src/main.rs
 
@@ -51,7 +52,7 @@ if [ "$rc" -ne 0 ]; then
   echo "qemu-selftest: FAILED: the image exited with status $rc" >&2; exit 1
 fi
 
-# Host-side checks, independent of the image's own verify pass.
+# Host-side checks of the parity self-test, independent of the image's own verify pass.
 if ! cmp -s "$dir/disk$failed_member.img" "$dir/disk6.img"; then
   echo "qemu-selftest: FAILED: the spare differs from the member it replaced" >&2; exit 1
 fi
@@ -60,4 +61,14 @@ for i in 0 1 2 3 4 5; do
     echo "qemu-selftest: FAILED: disk$i.img was never written" >&2; exit 1
   fi
 done
+# The pool-level self-test (RAID-6 pool, LUN written from a seed, member 2 failed, rebuilt onto
+# the spare by maintenance steps, every block verified) on fresh images.
+for i in 0 1 2 3 4 5 6; do rm -f "$dir/disk$i.img"; truncate -s "${mib}M" "$dir/disk$i.img"; done
+set +e; run pool; rc=$?; set -e
+if [ "$rc" -ne 0 ]; then
+  echo "qemu-selftest: FAILED: the pool self-test exited with status $rc" >&2; exit 1
+fi
+if cmp -s "$dir/disk6.img" <(head -c "${mib}M" /dev/zero); then
+  echo "qemu-selftest: FAILED: nothing was rebuilt onto the spare image" >&2; exit 1
+fi
 echo "qemu-selftest: passed"

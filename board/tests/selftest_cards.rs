@@ -156,3 +156,24 @@ fn bad_configurations_are_refused() {
     .unwrap_err();
     assert!(matches!(e, SelfTestError::Config), "{e:?}");
 }
+
+#[test]
+fn pool_self_test_on_six_cards_and_a_spare() {
+    let mut rig = card_rig(7, 2, 8192); // 4 MiB cards, as in the QEMU image
+    let spare = rig.devices.pop().unwrap();
+    let mut mem = vec![0u8; selftest::pool_memory_bytes(6)];
+    let cfg = selftest::PoolConfig {
+        seed: 0x00C0_FFEE,
+        lun_blocks: 200,
+        failed: 4,
+    };
+    let r = selftest::pool_raid6_rebuild(rig.devices.drain(..), spare, &cfg, &mut mem, &mut || 0)
+        .unwrap_or_else(|e| panic!("seed {:#x}: {e:?}", cfg.seed));
+    assert_eq!(r.data_bytes, 200 * 4096);
+    assert_eq!(r.blocks_verified, 200);
+    assert!(r.bytes_rebuilt > 0 && r.stripes > 0, "{r:?}");
+    assert!(
+        rig.cards[6].stats().blocks_written > 0,
+        "the spare card was rebuilt onto"
+    );
+}

@@ -83,11 +83,42 @@ pub fn div(a: u8, b: u8) -> Option<u8> {
 /// The 256-entry table of x -> c·x, for multiplying a buffer by the constant `c`.
 #[must_use]
 pub fn mul_table(c: u8) -> [u8; 256] {
+    let (lo, hi) = nibble_tables(c);
     let mut t = [0u8; 256];
-    for (x, e) in (0u8..=255).zip(t.iter_mut()) {
-        *e = mul(c, x);
+    // x = 16·h + l, and multiplication by c is linear: c·x = c·(16·h) ⊕ c·l.
+    for (row, &h) in t.chunks_exact_mut(16).zip(hi.iter()) {
+        for (e, &l) in row.iter_mut().zip(lo.iter()) {
+            *e = h ^ l;
+        }
     }
     t
+}
+
+/// Split-nibble tables of x -> c·x: `lo[i] = c·i` and `hi[i] = c·(16·i)` for i in 0..16, so that
+/// c·x = lo\[x & 15\] ⊕ hi\[x >> 4\]. This is the layout the SIMD kernels look up sixteen bytes at a
+/// time (`pshufb`, `tbl`). Built from c·2^k by linearity, without the log tables.
+#[must_use]
+pub fn nibble_tables(c: u8) -> ([u8; 16], [u8; 16]) {
+    let mut pw = [0u8; 8];
+    let mut v = c;
+    for p in &mut pw {
+        *p = v;
+        v = (v << 1)
+            ^ if v & 0x80 != 0 {
+                (POLY & 0xff) as u8
+            } else {
+                0
+            };
+    }
+    let [p0, p1, p2, p3, p4, p5, p6, p7] = pw;
+    let pick = |i: u8, bit: u8, val: u8| if (i >> bit) & 1 != 0 { val } else { 0 };
+    let mut lo = [0u8; 16];
+    let mut hi = [0u8; 16];
+    for (i, (l, h)) in (0u8..).zip(lo.iter_mut().zip(hi.iter_mut())) {
+        *l = pick(i, 0, p0) ^ pick(i, 1, p1) ^ pick(i, 2, p2) ^ pick(i, 3, p3);
+        *h = pick(i, 0, p4) ^ pick(i, 1, p5) ^ pick(i, 2, p6) ^ pick(i, 3, p7);
+    }
+    (lo, hi)
 }
 
 /// Multiplies eight field elements packed in a `u64` by g = {02} at once (SWAR "xtime"):
@@ -151,6 +182,18 @@ mod tests {
         for i in 0..255 {
             assert!(!seen[EXP[i] as usize], "g^{i} repeats");
             seen[EXP[i] as usize] = true;
+        }
+    }
+
+    #[test]
+    fn tables_match_mul() {
+        for c in 0..=255u8 {
+            let t = mul_table(c);
+            let (lo, hi) = nibble_tables(c);
+            for x in 0..=255u8 {
+                assert_eq!(t[x as usize], mul(c, x), "mul_table({c})[{x}]");
+                assert_eq!(lo[(x & 15) as usize] ^ hi[(x >> 4) as usize], mul(c, x));
+            }
         }
     }
 

@@ -65,6 +65,8 @@ pub struct BenchParityOptions {
     pub sample_ms: f64,
     /// Which raidcore kernel to time (`None`: the one `raidcore` selects).
     pub kernel: Option<Kernel>,
+    /// Operations to run, of `gen`, `recover2`, `crc32c`.
+    pub ops: Vec<&'static str>,
 }
 
 impl BenchParityOptions {
@@ -78,6 +80,7 @@ impl BenchParityOptions {
             samples: 9,
             sample_ms: 2.0,
             kernel: None,
+            ops: vec!["gen", "recover2", "crc32c"],
         }
     }
 
@@ -336,7 +339,6 @@ struct Arena {
     start: usize,
     strip_bytes: usize,
     columns: usize,
-    stripes: usize,
 }
 
 fn fill_random(buf: &mut [u8], mut seed: u64) {
@@ -362,7 +364,6 @@ impl Arena {
             start,
             strip_bytes,
             columns,
-            stripes,
         }
     }
 
@@ -790,21 +791,33 @@ pub fn run(opts: &BenchParityOptions, mut progress: impl FnMut(&BenchRow)) -> Ve
         progress(&r);
         rows.push(r);
     };
-    for &len in &opts.strip_bytes {
+    for &len in opts
+        .strip_bytes
+        .iter()
+        .filter(|_| opts.ops.contains(&"gen"))
+    {
         for &n in &opts.data_strips {
             for ws in working_sets(opts, (n + 2) * len) {
                 push(gen_row(opts, isal.as_ref(), n, len, ws));
             }
         }
     }
-    for &len in &opts.strip_bytes {
+    for &len in opts
+        .strip_bytes
+        .iter()
+        .filter(|_| opts.ops.contains(&"recover2"))
+    {
         for &n in &opts.data_strips {
             for ws in working_sets(opts, (n + 2) * len) {
                 push(recover_row(opts, isal.as_ref(), n, len, ws));
             }
         }
     }
-    for &len in &opts.strip_bytes {
+    for &len in opts
+        .strip_bytes
+        .iter()
+        .filter(|_| opts.ops.contains(&"crc32c"))
+    {
         for ws in ["l2", "64MiB"] {
             push(crc_row(opts, isal.as_ref(), len, ws));
         }

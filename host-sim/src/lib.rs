@@ -4,8 +4,17 @@
 //! device latency models on a virtual clock, fault injection, the NBD export, workloads and the
 //! demo. Everything here is deterministic from a seed and virtual time.
 
+pub mod bench_parity;
+pub mod cli;
 pub mod clock;
+pub mod demo;
 pub mod disk;
 pub mod fault;
 pub mod model;
 pub mod nbd;
+pub mod nbd_backend;
+pub mod plot;
+pub mod pooldir;
+pub mod report;
+pub mod runner;
+pub mod workload;

@@ -1,5 +1,4 @@
-//! `raidcore-sim`: the host simulator's command-line tool.
-fn main() {
-    eprintln!("raidcore-sim: not built yet (see the host-sim issue)");
-    std::process::exit(2);
+//! `raidcore-sim`: the host simulator's command-line tool (see [`raidcore_sim::cli`]).
+fn main() -> std::process::ExitCode {
+    raidcore_sim::cli::main()
 }

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use nbd_common::{TestServer, run_ok, tool};
 use raidcore_sim::nbd::ExportInfo;
-use raidcore_sim::nbd::stats::read_stats_file;
+use raidcore_sim::nbd::stats::{read_stats_file, render_status};
 
 const MIB: u64 = 1 << 20;
 
@@ -391,4 +391,12 @@ fn stats_file_counts_operations_by_kind() {
     assert_eq!(s.exports[1].ops.total(), 0);
     assert!(s.connections.total >= 1);
     assert_eq!(s.backend["allocated_blocks"], 2);
+    let text = render_status(&s, s.unix_time_ms);
+    println!("{text}");
+    assert!(text.contains("stopped"), "{text}");
+    let lun0 = text
+        .lines()
+        .find(|l| l.starts_with("lun0"))
+        .expect("lun0 line");
+    assert!(lun0.contains("4.0 MiB"), "{text}");
 }

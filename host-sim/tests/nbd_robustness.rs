@@ -11,6 +11,7 @@ use std::rc::Rc;
 
 use nbd_common::{GUARD, RawClient, TestServer, assert_bytes, pattern, run_ok, tool};
 use raidcore_sim::nbd::proto;
+use raidcore_sim::nbd::testing::MemBackend;
 use raidcore_sim::nbd::{
     BLOCK, Backend, BackendError, BackendErrorKind, BackendResult, ExportInfo, ServeConfig, Server,
 };
@@ -371,6 +372,37 @@ fn eight_connections_write_the_same_export_at_once() {
 }
 
 #[test]
+fn a_client_that_stops_reading_replies_does_not_hold_up_the_others() {
+    let mut srv = TestServer::start_with(one_lun(16 * MIB), |c| {
+        c.shutdown_grace = std::time::Duration::from_millis(100);
+    });
+    let addr = srv.addr.expect("tcp");
+    // 200 reads of 1 MiB that are never collected: this connection's socket buffers fill, its
+    // writer blocks, and its reader stops at the per-connection credit limit.
+    let (mut slow, _) = RawClient::open(addr, "lun0");
+    for i in 0..200u64 {
+        slow.request(proto::CMD_READ, 0, i, (i % 16) * MIB, MIB as u32, &[]);
+    }
+    // Another client is served all along.
+    let (mut c, _) = RawClient::open(addr, "lun0");
+    for i in 0..100u64 {
+        assert_eq!(c.write(i, i * 5000, &pattern(i, 5000)), 0);
+    }
+    for i in 0..100u64 {
+        assert_bytes(
+            &c.read_ok(i, i * 5000, 5000),
+            &pattern(i, 5000),
+            &format!("write {i}"),
+        );
+    }
+    c.disconnect();
+    // A stopping server gives the slow client `shutdown_grace` to take its replies, then drops it.
+    let mem = srv.stop();
+    assert_eq!(mem.counters().shutdowns, 1);
+    drop(slow);
+}
+
+#[test]
 fn shutdown_with_clients_connected_finishes_what_was_answered() {
     let mut srv = TestServer::start(one_lun(4 * MIB));
     let addr = srv.addr.expect("tcp");
@@ -431,6 +463,32 @@ fn unix_socket_serves_nbdinfo_and_qemu_io() {
     let mem = srv.stop();
     assert_eq!(mem.read_bytes(0, 0, 4), vec![0, 0, 0, 0x5a]);
     assert!(!sock.exists(), "socket file removed at shutdown");
+}
+
+#[test]
+fn a_stale_unix_socket_is_replaced_but_a_live_one_is_not_taken_over() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let sock = dir.path().join("nbd.sock");
+    // A socket file left behind by a server that died.
+    drop(std::os::unix::net::UnixListener::bind(&sock).expect("bind"));
+    assert!(sock.exists());
+    let path = sock.clone();
+    let mut srv = TestServer::start_with(one_lun(MIB), move |c| {
+        c.tcp = None;
+        c.unix = Some(path);
+    });
+    let config = ServeConfig {
+        tcp: None,
+        unix: Some(sock.clone()),
+        ..ServeConfig::default()
+    };
+    let err = Server::start(config, || Ok(MemBackend::new(one_lun(MIB)))).expect_err("path in use");
+    assert_eq!(err.kind(), std::io::ErrorKind::AddrInUse, "{err}");
+    // The first server still serves on it.
+    let uri = format!("nbd+unix:///lun0?socket={}", sock.display());
+    let out = run_ok(tool("nbdinfo", "libnbd-bin").arg("--size").arg(&uri));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), MIB.to_string());
+    srv.stop();
 }
 
 #[test]

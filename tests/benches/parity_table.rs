@@ -1,5 +1,6 @@
 //! The parity/CRC-32C comparison table of `raidcore-sim bench parity`, runnable without the
-//! simulator: `cargo bench -p raidcore-tests --bench parity_table -- [--full] [--json] [--kernel NAME]`.
+//! simulator: `cargo bench -p raidcore-tests --bench parity_table -- [--full] [--json] [--kernel NAME]
+//! [--ops gen,recover2,crc32c] [--shapes 4,8,16] [--strips 4096,65536]`.
 //! Quick mode (the default) takes a few seconds.
 
 #[allow(dead_code)]
@@ -23,6 +24,24 @@ fn main() {
                 .find(|k| k.name() == name)
                 .unwrap_or_else(|| panic!("kernel {name:?} not supported here")),
         );
+    }
+    let list = |flag: &str| {
+        let i = args.iter().position(|a| a == flag)?;
+        Some(
+            args.get(i + 1)?
+                .split(',')
+                .map(str::to_string)
+                .collect::<Vec<String>>(),
+        )
+    };
+    if let Some(ops) = list("--ops") {
+        opts.ops.retain(|o| ops.iter().any(|x| x == o));
+    }
+    if let Some(v) = list("--shapes") {
+        opts.data_strips = v.iter().filter_map(|x| x.parse().ok()).collect();
+    }
+    if let Some(v) = list("--strips") {
+        opts.strip_bytes = v.iter().filter_map(|x| x.parse().ok()).collect();
     }
     let kernel = opts.kernel.unwrap_or_else(Kernel::selected);
     let json = args.iter().any(|a| a == "--json");

@@ -263,3 +263,37 @@ fn crc32c_matches_isal() {
     }
     assert!(checked >= 7, "only {checked} CRC-32C records");
 }
+
+/// CRC-32C against the `crc` crate (`CRC_32_ISCSI`) and the `crc32c` crate on seeded random
+/// lengths 0..=70000 at random alignments, whole and in two pieces.
+#[test]
+fn crc32c_matches_crc_crates_on_random_lengths() {
+    use rand::{Rng, RngCore, SeedableRng};
+    let seed = 0xc3c3_2c2c_u64;
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let reference = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI);
+    let mut buf = vec![0u8; 70_000 + 64];
+    rng.fill_bytes(&mut buf);
+    for run in 0..300 {
+        let len = if run < 20 {
+            run
+        } else {
+            rng.random_range(0..=70_000)
+        };
+        let start = rng.random_range(0..64);
+        let data = &buf[start..start + len];
+        let want = reference.checksum(data);
+        assert_eq!(
+            crc32c(data),
+            want,
+            "seed {seed:#x} run {run}: len {len} at +{start}"
+        );
+        assert_eq!(crc32c::crc32c(data), want, "crc32c crate, len {len}");
+        let cut = rng.random_range(0..=len);
+        assert_eq!(
+            crc32c_append(crc32c(&data[..cut]), &data[cut..]),
+            want,
+            "seed {seed:#x} run {run}: len {len} cut {cut}"
+        );
+    }
+}

@@ -24,8 +24,15 @@ use raidcore_hal::BlockSize;
 
 /// Members (4 data + P + Q) and their image files; the spare is the last file.
 const MEMBERS: usize = 6;
-const IMAGES: [&CStr; MEMBERS + 1] =
-    [c"disk0.img", c"disk1.img", c"disk2.img", c"disk3.img", c"disk4.img", c"disk5.img", c"disk6.img"];
+const IMAGES: [&CStr; MEMBERS + 1] = [
+    c"disk0.img",
+    c"disk1.img",
+    c"disk2.img",
+    c"disk3.img",
+    c"disk4.img",
+    c"disk5.img",
+    c"disk6.img",
+];
 /// 4 KiB strips of 512-byte blocks.
 const STRIP_BLOCKS: u64 = 8;
 const STRIP_BYTES: usize = STRIP_BLOCKS as usize * 512;
@@ -76,13 +83,15 @@ fn fail() -> ! {
 /// Opens the member images and the spare (their size comes from the files).
 fn open_disks() -> [SemihostingDisk<ArmSemihost>; MEMBERS + 1] {
     let mut o = out();
-    IMAGES.map(|path| match SemihostingDisk::open(ArmSemihost, path, BlockSize::B512) {
-        Ok(d) => d,
-        Err(e) => {
-            let _ = writeln!(o, "cannot open {}: {e}", path.to_str().unwrap_or("?"));
-            fail()
-        }
-    })
+    IMAGES.map(
+        |path| match SemihostingDisk::open(ArmSemihost, path, BlockSize::B512) {
+            Ok(d) => d,
+            Err(e) => {
+                let _ = writeln!(o, "cannot open {}: {e}", path.to_str().unwrap_or("?"));
+                fail()
+            }
+        },
+    )
 }
 
 /// The self-test body. The pool-level test (create a RAID-6 pool on the six images, write from
@@ -103,9 +112,67 @@ fn run(disks: [SemihostingDisk<ArmSemihost>; MEMBERS + 1], cfg: &Config) -> Resu
     }
 }
 
+/// Arena of the pool-level self-test.
+const POOL_ARENA: usize = 576 * 1024;
+static mut ARENA: [u8; POOL_ARENA] = [0; POOL_ARENA];
+
+/// The pool-level self-test (`arg=pool`): a RAID-6 pool on the six images with the seventh as
+/// hot spare, every 4 KiB block of a LUN written from a seed, member 2 failed, rebuilt onto the
+/// spare by maintenance steps, every block read back.
+fn run_pool(disks: [SemihostingDisk<ArmSemihost>; MEMBERS + 1]) -> ! {
+    let mut o = out();
+    let [d0, d1, d2, d3, d4, d5, spare] = disks;
+    let needed = selftest::pool_memory_bytes(MEMBERS);
+    // SAFETY: the only reference to ARENA, taken once.
+    let arena = unsafe { &mut *core::ptr::addr_of_mut!(ARENA) };
+    let Some(mem) = arena.get_mut(..needed) else {
+        let _ = writeln!(o, "pool arena too small: {needed} bytes needed");
+        fail()
+    };
+    let cfg = selftest::PoolConfig {
+        seed: 0x5241_4944_434F_5245,
+        lun_blocks: 1024,
+        failed: 2,
+    };
+    let _ = writeln!(
+        o,
+        "raidcore pool self-test on Cortex-M4F: RAID-6 pool on {MEMBERS} images + 1 spare, {} KiB arena, \
+         {} LUN blocks of 4 KiB, member {} fails",
+        needed / 1024,
+        cfg.lun_blocks,
+        cfg.failed
+    );
+    let mut clock = timer::ticks;
+    match selftest::pool_raid6_rebuild([d0, d1, d2, d3, d4, d5], spare, &cfg, mem, &mut clock) {
+        Ok(r) => {
+            let _ = writeln!(
+                o,
+                "pool self-test PASSED: {} client bytes written ({} bytes to members), {} stripes rebuilt ({} bytes), {} blocks verified",
+                r.data_bytes, r.bytes_written, r.stripes, r.bytes_rebuilt, r.blocks_verified
+            );
+            let _ = writeln!(
+                o,
+                "instructions per 4 KiB written through the pool (write + flush): {}; per 4 KiB rebuilt: {}",
+                per_4k(r.ticks_write, r.data_bytes),
+                per_4k(r.ticks_rebuild, r.bytes_rebuilt)
+            );
+            debug::exit(debug::EXIT_SUCCESS);
+            fail()
+        }
+        Err(e) => {
+            let _ = writeln!(o, "pool self-test FAILED: {e:?}");
+            fail()
+        }
+    }
+}
+
 /// Instructions per 4 KiB of `bytes` over `ticks`.
 fn per_4k(ticks: u64, bytes: u64) -> u64 {
-    if bytes == 0 { 0 } else { ticks * INSTRUCTIONS_PER_TICK * 4096 / bytes }
+    if bytes == 0 {
+        0
+    } else {
+        ticks * INSTRUCTIONS_PER_TICK * 4096 / bytes
+    }
 }
 
 /// The command line QEMU passes (`-semihosting-config arg=...`, read with `SYS_GET_CMDLINE`),
@@ -114,7 +181,8 @@ fn cmdline(buf: &mut [u8; 64]) -> &str {
     let mut block = [buf.as_mut_ptr() as usize, buf.len()];
     // SAFETY: the host writes at most `block[1]` bytes into `buf` and the length back into
     // `block[1]`; both live across the call.
-    let r = unsafe { cortex_m_semihosting::syscall(cortex_m_semihosting::nr::GET_CMDLINE, &mut block) };
+    let r =
+        unsafe { cortex_m_semihosting::syscall(cortex_m_semihosting::nr::GET_CMDLINE, &mut block) };
     let len = if r == 0 { block[1].min(buf.len()) } else { 0 };
     core::str::from_utf8(buf.get(..len).unwrap_or(&[])).unwrap_or("")
 }
@@ -138,7 +206,8 @@ fn main() -> ! {
     // instead of hanging it.
     let mut args = [0u8; 64];
     // `-semihosting-config ...,arg=raidcore,arg=MODE`: the mode is the second word.
-    match cmdline(&mut args).split_whitespace().skip(1).last().unwrap_or("") {
+    let mode = cmdline(&mut args).split_whitespace().nth(1).unwrap_or("");
+    match mode {
         "panic" => panic!("deliberate panic (failure-path check)"),
         "fault" => {
             // SAFETY: deliberately reads unmapped memory to raise a fault.
@@ -149,11 +218,27 @@ fn main() -> ! {
         _ => {}
     }
     let ticks = calibrate(1_000_000);
-    let _ = writeln!(o, "calibration: 2000000 instructions = {ticks} timer ticks ({} per tick)", 2_000_000 / ticks.max(1));
+    let _ = writeln!(
+        o,
+        "calibration: 2000000 instructions = {ticks} timer ticks ({} per tick)",
+        2_000_000 / ticks.max(1)
+    );
     let disks = open_disks();
-    let blocks = disks.iter().map(raidcore_hal::BlockDevice::block_count).min().unwrap_or(0);
+    if mode == "pool" {
+        run_pool(disks)
+    }
+    let blocks = disks
+        .iter()
+        .map(raidcore_hal::BlockDevice::block_count)
+        .min()
+        .unwrap_or(0);
     let stripes = blocks / STRIP_BLOCKS;
-    let cfg = Config { seed: 0x5241_4944_434F_5245, stripes, strip_blocks: STRIP_BLOCKS, failed: 2 };
+    let cfg = Config {
+        seed: 0x5241_4944_434F_5245,
+        stripes,
+        strip_blocks: STRIP_BLOCKS,
+        failed: 2,
+    };
     let _ = writeln!(
         o,
         "raidcore self-test on Cortex-M4F (QEMU mps2-an386): {MEMBERS} members + 1 spare, \

@@ -78,12 +78,7 @@ pub(in crate::parity) mod neon {
     #[inline]
     #[target_feature(enable = "neon")]
     fn tab(c: u8) -> Tab {
-        let mut lo = [0u8; 16];
-        let mut hi = [0u8; 16];
-        for (i, (l, h)) in (0u8..).zip(lo.iter_mut().zip(hi.iter_mut())) {
-            *l = gf256::mul(c, i);
-            *h = gf256::mul(c, i << 4);
-        }
+        let (lo, hi) = gf256::nibble_tables(c);
         Tab {
             lo: ld(&lo),
             hi: ld(&hi),

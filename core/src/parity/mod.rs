@@ -21,8 +21,10 @@
 //!   Q by Horner's rule with a word-wide multiply-by-{02} ("xtime"), which compilers vectorise
 //!   where the target has vectors;
 //! - x86-64 SSSE3 (16-byte) and AVX2 (32-byte): the same Horner loop on vector registers, and
-//!   multiplication by a constant through split-nibble `pshufb` tables (c·v = T_lo[v & 15] ⊕
-//!   T_hi[v >> 4]);
+//!   multiplication by a constant through split-nibble `pshufb` tables (c·v = T_lo\[v & 15\] ⊕
+//!   T_hi\[v >> 4\]); parity outputs of 16 KiB or more are written with streaming (non-temporal)
+//!   stores, as ISA-L does, which saves the read-for-ownership of every parity line when the
+//!   stripe streams from memory, at some cost when the next reader wanted the parity in cache;
 //! - aarch64 NEON (16-byte): the same with `tbl` (`vqtbl1q_u8`).
 //!
 //! The plain functions ([`gen_pq`], [`reconstruct`], …) use [`Kernel::selected`]: the best

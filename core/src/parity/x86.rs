@@ -42,7 +42,7 @@ macro_rules! simd_kernel {
         $modname:ident, $feat:literal, $V:ty, $W:literal,
         zero: $zero:ident, set1: $set1:ident, load: $load:ident, store: $store:ident,
         xor: $xor:ident, and: $and:ident, add: $add:ident, cmpgt: $cmpgt:ident,
-        shuffle: $shuf:ident, srli16: $srli:ident, table: $table:ident
+        shuffle: $shuf:ident, srli16: $srli:ident, table: $table:ident, stream: $stream:ident
     ) => {
         pub(in crate::parity) mod $modname {
             use core::arch::x86_64::*;
@@ -97,6 +97,25 @@ macro_rules! simd_kernel {
                 }
             }
 
+            /// Like `put`, with non-temporal stores (they bypass the caches and skip the read
+            /// for ownership); a chunk that is not W-aligned falls back to a normal store.
+            #[inline]
+            #[target_feature(enable = $feat)]
+            fn put_nt(out: &mut [u8], o: usize, v: &Block) {
+                if let Some(d) = out.get_mut(o..o + B) {
+                    let (chunks, _) = d.as_chunks_mut::<W>();
+                    for (ch, x) in chunks.iter_mut().zip(v) {
+                        if ch.as_ptr().addr().is_multiple_of(W) {
+                            // SAFETY: `ch` is W writable bytes at a W-aligned address, as the
+                            // streaming store requires.
+                            unsafe { $stream(ch.as_mut_ptr().cast(), *x) }
+                        } else {
+                            st(ch, *x);
+                        }
+                    }
+                }
+            }
+
             /// v·{02} in every byte.
             #[inline]
             #[target_feature(enable = $feat)]
@@ -115,12 +134,7 @@ macro_rules! simd_kernel {
             #[inline]
             #[target_feature(enable = $feat)]
             fn tab(c: u8) -> Tab {
-                let mut lo = [0u8; 16];
-                let mut hi = [0u8; 16];
-                for (i, (l, h)) in (0u8..).zip(lo.iter_mut().zip(hi.iter_mut())) {
-                    *l = gf256::mul(c, i);
-                    *h = gf256::mul(c, i << 4);
-                }
+                let (lo, hi) = gf256::nibble_tables(c);
                 Tab {
                     lo: super::$table(&lo),
                     hi: super::$table(&hi),
@@ -159,7 +173,7 @@ macro_rules! simd_kernel {
             }
 
             #[target_feature(enable = $feat)]
-            fn xor_impl<C: AsRef<[u8]>>(srcs: &[C], off: usize, out: &mut [u8]) -> usize {
+            fn xor_impl<C: AsRef<[u8]>>(srcs: &[C], off: usize, out: &mut [u8], nt: bool) -> usize {
                 let len = out.len() / B * B;
                 let mut o = 0;
                 while o < len {
@@ -172,8 +186,15 @@ macro_rules! simd_kernel {
                             }
                         }
                     }
-                    put(out, o, &acc);
+                    if nt {
+                        put_nt(out, o, &acc);
+                    } else {
+                        put(out, o, &acc);
+                    }
                     o += B;
+                }
+                if nt {
+                    _mm_sfence();
                 }
                 len
             }
@@ -184,16 +205,27 @@ macro_rules! simd_kernel {
                 off: usize,
                 mut p: Option<&mut [u8]>,
                 q: &mut [u8],
+                nt: bool,
             ) -> usize {
                 let len = q.len() / B * B;
                 let mut o = 0;
                 while o < len {
                     let (vp, vq) = syndromes(srcs, off + o);
-                    if let Some(p) = p.as_deref_mut() {
-                        put(p, o, &vp);
+                    if nt {
+                        if let Some(p) = p.as_deref_mut() {
+                            put_nt(p, o, &vp);
+                        }
+                        put_nt(q, o, &vq);
+                    } else {
+                        if let Some(p) = p.as_deref_mut() {
+                            put(p, o, &vp);
+                        }
+                        put(q, o, &vq);
                     }
-                    put(q, o, &vq);
                     o += B;
+                }
+                if nt {
+                    _mm_sfence();
                 }
                 len
             }
@@ -260,8 +292,9 @@ macro_rules! simd_kernel {
             // found; that is the proof every `unsafe` call below relies on.
 
             pub(in crate::parity) fn xor<C: AsRef<[u8]>>(srcs: &[C], off: usize, out: &mut [u8]) {
+                let nt = out.len() >= super::STREAM_MIN_BYTES;
                 // SAFETY: the CPU has the feature (see above).
-                let done = unsafe { xor_impl(srcs, off, out) };
+                let done = unsafe { xor_impl(srcs, off, out, nt) };
                 if let Some(tail) = out.get_mut(done..) {
                     portable::xor(srcs, off + done, tail);
                 }
@@ -273,8 +306,9 @@ macro_rules! simd_kernel {
                 mut p: Option<&mut [u8]>,
                 q: &mut [u8],
             ) {
+                let nt = q.len() >= super::STREAM_MIN_BYTES;
                 // SAFETY: the CPU has the feature (see above).
-                let done = unsafe { pq_impl(srcs, off, p.as_deref_mut(), q) };
+                let done = unsafe { pq_impl(srcs, off, p.as_deref_mut(), q, nt) };
                 if let Some(tail) = q.get_mut(done..) {
                     portable::pq(srcs, off + done, p.and_then(|p| p.get_mut(done..)), tail);
                 }
@@ -317,6 +351,13 @@ macro_rules! simd_kernel {
 
 use core::arch::x86_64::{__m128i, __m256i, _mm_loadu_si128, _mm256_broadcastsi128_si256};
 
+/// Parity outputs at least this long are written with non-temporal (streaming) stores, as ISA-L
+/// `pq_gen`/`xor_gen` do: parity of a large stripe goes to the disks next, not back to the CPU,
+/// and skipping the caches saves the read for ownership of every parity line (a quarter of the
+/// memory traffic of a 4+2 stripe). Shorter outputs stay in cache for whoever reads them next.
+/// Recovered data is always stored normally: a degraded read hands it to the caller at once.
+const STREAM_MIN_BYTES: usize = 16 * 1024;
+
 #[inline]
 #[target_feature(enable = "ssse3")]
 fn ssse3_table(t: &[u8; 16]) -> __m128i {
@@ -335,7 +376,8 @@ simd_kernel!(
     ssse3, "ssse3", __m128i, 16,
     zero: _mm_setzero_si128, set1: _mm_set1_epi8, load: _mm_loadu_si128, store: _mm_storeu_si128,
     xor: _mm_xor_si128, and: _mm_and_si128, add: _mm_add_epi8, cmpgt: _mm_cmpgt_epi8,
-    shuffle: _mm_shuffle_epi8, srli16: _mm_srli_epi16, table: ssse3_table
+    shuffle: _mm_shuffle_epi8, srli16: _mm_srli_epi16, table: ssse3_table,
+    stream: _mm_stream_si128
 );
 
 simd_kernel!(
@@ -343,5 +385,5 @@ simd_kernel!(
     zero: _mm256_setzero_si256, set1: _mm256_set1_epi8, load: _mm256_loadu_si256,
     store: _mm256_storeu_si256, xor: _mm256_xor_si256, and: _mm256_and_si256,
     add: _mm256_add_epi8, cmpgt: _mm256_cmpgt_epi8, shuffle: _mm256_shuffle_epi8,
-    srli16: _mm256_srli_epi16, table: avx2_table
+    srli16: _mm256_srli_epi16, table: avx2_table, stream: _mm256_stream_si256
 );

@@ -11,6 +11,16 @@
 //! Block sizes advertised: minimum 1 byte (any offset and length work: partial 4 KiB blocks are
 //! merged by read-modify-write in the owner thread), preferred 4096, maximum 32 MiB (configurable).
 //! `NBD_FLAG_CAN_MULTI_CONN` is advertised because one backend serves every connection in order.
+//! Out-of-range requests get `EINVAL` (reads, trims) or `ENOSPC` (writes), as the spec asks;
+//! protocol violations (bad magic, unknown client flags) close only that connection.
+//!
+//! Threads: one owner thread builds and runs the [`Backend`] (it need not be `Send`) and writes
+//! the stats file; each connection has a reader (the [`session::Session`]) and a writer, with
+//! flow control per connection (64 requests / 64 MiB queued by default), so a slow client only
+//! slows itself. Set [`ServeConfig::shutdown`] (see [`install_shutdown_signals`]) to stop:
+//! accepting ends, requests in flight finish, [`Backend::shutdown`] runs, [`Server::run`]
+//! returns. Statistics go to [`ServeConfig::stats_path`] as JSON ([`StatsFile`]) every second
+//! and at shutdown; [`read_stats_file`] and [`render_status`] are for `raidcore-sim status`.
 //!
 //! Layout: [`proto`] (wire constants), [`session`] (a pure state machine per connection),
 //! [`exec`] (byte ranges to block calls), [`server`] (sockets and threads), [`stats`] (the
@@ -41,7 +51,7 @@ pub use backend::{BLOCK, Backend, BackendError, BackendErrorKind, BackendResult,
 pub use fuzz::fuzz_session;
 pub use server::{ServeConfig, Server};
 pub use session::SessionLimits;
-pub use stats::{StatsFile, read_stats_file};
+pub use stats::{StatsFile, read_stats_file, render_status};
 
 /// Starts a server with `config` and a backend built on the owner thread by `factory`, logs the
 /// addresses it listens on, and serves until `config.shutdown` is set (see [`Server::run`]).

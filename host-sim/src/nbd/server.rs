@@ -6,8 +6,9 @@
 //! ```
 //! The owner runs one request at a time and never touches a socket: it hands the finished reply
 //! to the connection's writer through an unbounded channel, so a slow client only slows itself.
-//! Each connection may have at most `max_inflight_per_connection` replies outstanding (the
-//! reader waits for a credit before it queues more), which bounds memory per connection.
+//! Each connection may have at most `max_inflight_per_connection` requests outstanding and
+//! `max_inflight_bytes_per_connection` bytes of queued write payloads and replies (the reader
+//! waits for credit before it queues more), which bounds memory per connection.
 
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
@@ -16,13 +17,16 @@ use std::os::unix::fs::FileTypeExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, mpsc};
+use std::sync::{Arc, Condvar, Mutex, PoisonError, mpsc};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use super::backend::{BLOCK_U64, Backend, ExportInfo};
 use super::exec;
-use super::session::{Action, CloseReason, PREFERRED_BLOCK_BYTES, Request, Session, SessionLimits};
+use super::proto;
+use super::session::{
+    Action, CloseReason, Op, PREFERRED_BLOCK_BYTES, Request, Session, SessionLimits,
+};
 use super::stats::{self, ConnCounters, Recorder};
 
 /// Default TCP address: loopback, the IANA NBD port.
@@ -53,6 +57,9 @@ pub struct ServeConfig {
     /// Replies a connection may have outstanding before the server stops reading its requests.
     /// Default 64.
     pub max_inflight_per_connection: usize,
+    /// Bytes of write payloads and replies a connection may have queued before the server stops
+    /// reading its requests. A single request larger than this still runs (alone). Default 64 MiB.
+    pub max_inflight_bytes_per_connection: usize,
     /// How long a stopping server waits for clients to take their last replies before it drops
     /// them. Default 10 s.
     pub shutdown_grace: Duration,
@@ -72,6 +79,7 @@ impl Default for ServeConfig {
             limits: SessionLimits::default(),
             max_connections: 64,
             max_inflight_per_connection: 64,
+            max_inflight_bytes_per_connection: 64 << 20,
             shutdown_grace: Duration::from_secs(10),
             shutdown: Arc::new(AtomicBool::new(false)),
         }
@@ -82,7 +90,66 @@ impl Default for ServeConfig {
 struct Job {
     req: Request,
     received: Instant,
-    reply_to: mpsc::Sender<Vec<u8>>,
+    /// Credit held by this request, released once its reply is sent.
+    credit: usize,
+    reply_to: mpsc::Sender<Reply>,
+}
+
+/// Bytes for the writer, and the credit they release once sent.
+#[derive(Debug)]
+struct Reply {
+    bytes: Vec<u8>,
+    credit: usize,
+}
+
+/// Per-connection flow control: a count and a byte budget of queued work.
+#[derive(Debug)]
+struct Credits {
+    /// (requests outstanding, bytes outstanding, closed)
+    state: Mutex<(usize, usize, bool)>,
+    freed: Condvar,
+    max_count: usize,
+    max_bytes: usize,
+}
+
+impl Credits {
+    fn new(max_count: usize, max_bytes: usize) -> Self {
+        Credits {
+            state: Mutex::new((0, 0, false)),
+            freed: Condvar::new(),
+            max_count,
+            max_bytes,
+        }
+    }
+
+    /// Waits for room for one more item of `bytes`; false once the writer has gone.
+    fn acquire(&self, bytes: usize) -> bool {
+        let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        loop {
+            let (count, out, closed) = *st;
+            if closed {
+                return false;
+            }
+            // An item larger than the whole budget runs when nothing else is queued.
+            if count < self.max_count && (out + bytes <= self.max_bytes || count == 0) {
+                *st = (count + 1, out + bytes, false);
+                return true;
+            }
+            st = self.freed.wait(st).unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+
+    fn release(&self, bytes: usize) {
+        let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        st.0 = st.0.saturating_sub(1);
+        st.1 = st.1.saturating_sub(bytes);
+        self.freed.notify_all();
+    }
+
+    fn close(&self) {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner).2 = true;
+        self.freed.notify_all();
+    }
 }
 
 #[derive(Debug)]
@@ -188,7 +255,17 @@ fn validate_exports(exports: &[ExportInfo]) -> io::Result<()> {
 
 fn bind_unix(path: &Path) -> io::Result<UnixListener> {
     match std::fs::symlink_metadata(path) {
-        Ok(m) if m.file_type().is_socket() => std::fs::remove_file(path)?,
+        // A socket nobody answers on is left over from a server that died: replace it. One that
+        // answers belongs to a running server: leave it alone.
+        Ok(m) if m.file_type().is_socket() => {
+            if UnixStream::connect(path).is_ok() {
+                return Err(io::Error::new(
+                    io::ErrorKind::AddrInUse,
+                    format!("{} is in use by a running server", path.display()),
+                ));
+            }
+            std::fs::remove_file(path)?;
+        }
         Ok(_) => {
             return Err(io::Error::new(
                 io::ErrorKind::AlreadyExists,
@@ -241,7 +318,7 @@ impl Server {
         let owner = thread::Builder::new()
             .name("nbd-owner".into())
             .spawn(move || {
-                let backend = match factory() {
+                let mut backend = match factory() {
                     Ok(b) => b,
                     Err(e) => {
                         let _ = ready_tx.send(Err(e));
@@ -251,6 +328,8 @@ impl Server {
                 let exports = backend.exports();
                 if let Err(e) = validate_exports(&exports) {
                     let _ = ready_tx.send(Err(e));
+                    // Nothing was served, but the backend was opened: let it close cleanly.
+                    let _ = backend.shutdown();
                     return Ok(());
                 }
                 let _ = ready_tx.send(Ok(exports.clone()));
@@ -321,12 +400,13 @@ impl Server {
             counters,
         } = self;
         let (done_tx, done_rx) = mpsc::channel::<u64>();
-        let mut conns: HashMap<u64, (Conn, JoinHandle<()>)> = HashMap::new();
+        let mut conns: HashMap<u64, ConnEntry> = HashMap::new();
         let mut next_id = 0u64;
         let shared = ConnShared {
             exports,
             limits: config.limits,
             inflight: config.max_inflight_per_connection.max(1),
+            inflight_bytes: config.max_inflight_bytes_per_connection,
         };
 
         while !config.shutdown.load(Ordering::SeqCst) && !owner.is_finished() {
@@ -349,8 +429,8 @@ impl Server {
                 }
             }
             while let Ok(id) = done_rx.try_recv() {
-                if let Some((_, h)) = conns.remove(&id) {
-                    let _ = h.join();
+                if let Some(c) = conns.remove(&id) {
+                    let _ = c.thread.join();
                 }
             }
             let idle = accepted.is_empty();
@@ -386,25 +466,27 @@ impl Server {
         if let Some(p) = &config.unix {
             let _ = std::fs::remove_file(p);
         }
-        // Stop reading requests; those already received complete and their replies are sent.
-        for (c, _) in conns.values() {
-            let _ = c.shutdown(Shutdown::Read);
+        // Stop reading requests (also in a reader waiting for credit); those already received
+        // complete and their replies are sent.
+        for c in conns.values() {
+            let _ = c.conn.shutdown(Shutdown::Read);
+            c.credits.close();
         }
         let deadline = Instant::now() + config.shutdown_grace;
         while !conns.is_empty() {
             let left = deadline.saturating_duration_since(Instant::now());
             match done_rx.recv_timeout(left) {
                 Ok(id) => {
-                    if let Some((_, h)) = conns.remove(&id) {
-                        let _ = h.join();
+                    if let Some(c) = conns.remove(&id) {
+                        let _ = c.thread.join();
                     }
                 }
                 Err(_) => break,
             }
         }
-        for (_, (c, h)) in conns.drain() {
-            let _ = c.shutdown(Shutdown::Both);
-            let _ = h.join();
+        for (_, c) in conns.drain() {
+            let _ = c.conn.shutdown(Shutdown::Both);
+            let _ = c.thread.join();
         }
         let _ = owner_tx.send(OwnerMsg::Shutdown);
         drop(owner_tx);
@@ -415,12 +497,21 @@ impl Server {
     }
 }
 
+/// The accept loop's handle on one connection.
+#[derive(Debug)]
+struct ConnEntry {
+    conn: Conn,
+    credits: Arc<Credits>,
+    thread: JoinHandle<()>,
+}
+
 /// What every connection thread needs.
 #[derive(Debug)]
 struct ConnShared {
     exports: Arc<[ExportInfo]>,
     limits: SessionLimits,
     inflight: usize,
+    inflight_bytes: usize,
 }
 
 fn spawn_connection(
@@ -430,10 +521,12 @@ fn spawn_connection(
     owner_tx: &mpsc::Sender<OwnerMsg>,
     done_tx: &mpsc::Sender<u64>,
     counters: &Arc<ConnCounters>,
-) -> io::Result<(Conn, JoinHandle<()>)> {
+) -> io::Result<ConnEntry> {
     let handle = conn.try_clone()?;
     let exports = Arc::clone(&shared.exports);
-    let (limits, inflight) = (shared.limits, shared.inflight);
+    let limits = shared.limits;
+    let credits = Arc::new(Credits::new(shared.inflight, shared.inflight_bytes));
+    let thread_credits = Arc::clone(&credits);
     let owner_tx = owner_tx.clone();
     let done_tx = done_tx.clone();
     let counters = Arc::clone(counters);
@@ -443,12 +536,16 @@ fn spawn_connection(
     let spawned = thread::Builder::new()
         .name(format!("nbd-conn-{id}"))
         .spawn(move || {
-            connection_main(id, conn, exports, limits, inflight, &owner_tx);
+            connection_main(id, conn, exports, limits, &thread_credits, &owner_tx);
             thread_counters.active.fetch_sub(1, Ordering::Relaxed);
             let _ = done_tx.send(id);
         });
     match spawned {
-        Ok(h) => Ok((handle, h)),
+        Ok(h) => Ok(ConnEntry {
+            conn: handle,
+            credits,
+            thread: h,
+        }),
         Err(e) => {
             counters.active.fetch_sub(1, Ordering::Relaxed);
             Err(e)
@@ -462,7 +559,7 @@ fn connection_main(
     mut conn: Conn,
     exports: Arc<[ExportInfo]>,
     limits: SessionLimits,
-    inflight: usize,
+    credits: &Arc<Credits>,
     owner_tx: &mpsc::Sender<OwnerMsg>,
 ) {
     let write_half = match conn.try_clone() {
@@ -472,11 +569,11 @@ fn connection_main(
             return;
         }
     };
-    let (out_tx, out_rx) = mpsc::channel::<Vec<u8>>();
-    let (credit_tx, credit_rx) = mpsc::sync_channel::<()>(inflight);
+    let (out_tx, out_rx) = mpsc::channel::<Reply>();
+    let writer_credits = Arc::clone(credits);
     let writer = match thread::Builder::new()
         .name(format!("nbd-write-{id}"))
-        .spawn(move || writer_main(write_half, &out_rx, &credit_rx))
+        .spawn(move || writer_main(write_half, &out_rx, &writer_credits))
     {
         Ok(w) => w,
         Err(e) => {
@@ -489,20 +586,31 @@ fn connection_main(
     let mut buf = vec![0u8; READ_CHUNK];
     let end: Option<CloseReason> = 'conn: loop {
         while let Some(action) = session.next_action() {
-            // Every queued reply holds a credit until the writer has sent it.
+            // Everything queued holds credit until the writer has sent its reply.
             match action {
                 Action::Send(bytes) => {
-                    if credit_tx.send(()).is_err() || out_tx.send(bytes).is_err() {
+                    let credit = bytes.len();
+                    if !credits.acquire(credit) || out_tx.send(Reply { bytes, credit }).is_err() {
                         break 'conn None;
                     }
                 }
                 Action::Execute(req) => {
+                    let credit = proto::SIMPLE_REPLY_HEADER_LEN
+                        + match &req.op {
+                            Op::Read { length, .. } => *length as usize,
+                            Op::Write { data, .. } => data.len(),
+                            _ => 0,
+                        };
+                    if !credits.acquire(credit) {
+                        break 'conn None;
+                    }
                     let job = Job {
                         req,
                         received: Instant::now(),
+                        credit,
                         reply_to: out_tx.clone(),
                     };
-                    if credit_tx.send(()).is_err() || owner_tx.send(OwnerMsg::Job(job)).is_err() {
+                    if owner_tx.send(OwnerMsg::Job(job)).is_err() {
                         break 'conn None;
                     }
                 }
@@ -533,15 +641,17 @@ fn connection_main(
     let _ = writer.join();
 }
 
-fn writer_main(mut w: Conn, out: &mpsc::Receiver<Vec<u8>>, credits: &mpsc::Receiver<()>) {
+fn writer_main(mut w: Conn, out: &mpsc::Receiver<Reply>, credits: &Credits) {
     for msg in out {
-        if w.write_all(&msg).is_err() {
-            // The client is gone; returning drops the credit receiver, which wakes the reader.
+        if w.write_all(&msg.bytes).is_err() {
+            // The client is gone; closing the credits wakes a reader waiting for room.
+            credits.close();
             let _ = w.shutdown(Shutdown::Both);
             return;
         }
-        let _ = credits.try_recv();
+        credits.release(msg.credit);
     }
+    credits.close();
     let _ = w.flush();
     let _ = w.shutdown(Shutdown::Both);
 }
@@ -590,7 +700,10 @@ fn owner_main<B: Backend>(
                 let outcome = exec::execute(&mut backend, exports, job.req);
                 recorder.record(export, &outcome, job.received.elapsed());
                 // A closed connection no longer wants its reply.
-                let _ = job.reply_to.send(outcome.reply);
+                let _ = job.reply_to.send(Reply {
+                    bytes: outcome.reply,
+                    credit: job.credit,
+                });
             }
             OwnerMsg::Shutdown => break,
         }

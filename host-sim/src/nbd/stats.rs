@@ -350,3 +350,173 @@ pub(crate) fn write_stats_file(path: &Path, stats: &StatsFile) -> io::Result<()>
     std::fs::write(&tmp, json)?;
     std::fs::rename(&tmp, path)
 }
+
+/// A non-negative rate rounded down to a whole number, for display.
+#[allow(clippy::cast_sign_loss, clippy::cast_possible_truncation)] // clamped to >= 0 first
+fn whole(v: f64) -> u64 {
+    if v.is_finite() && v > 0.0 {
+        v as u64
+    } else {
+        0
+    }
+}
+
+fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    #[allow(clippy::cast_precision_loss)] // display only
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+/// A plain-text report of a stats file for `raidcore-sim status`: one line for the server and
+/// one per export with IOPS and throughput over the last interval, latency percentiles since
+/// start and operation totals. `now_unix_ms` (the caller's wall clock) marks an old snapshot of
+/// a server that is not final as possibly stopped.
+pub fn render_status(s: &StatsFile, now_unix_ms: u64) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let age_s = now_unix_ms.saturating_sub(s.unix_time_ms) / 1000;
+    let state = if s.is_final {
+        "stopped".to_owned()
+    } else if age_s > 5 {
+        format!("no update for {age_s} s (not running?)")
+    } else {
+        "serving".to_owned()
+    };
+    let _ = writeln!(
+        out,
+        "NBD server pid {}: {state}, up {:.1} s, {} connection(s) open, {} since start",
+        s.pid, s.uptime_s, s.connections.active, s.connections.total
+    );
+    let _ = writeln!(
+        out,
+        "{:<12} {:>10} {:>9} {:>10} {:>10} {:>8} {:>8} {:>8} {:>9} {:>9} {:>7}",
+        "export",
+        "size",
+        "IOPS",
+        "read/s",
+        "write/s",
+        "p50 us",
+        "p99 us",
+        "max us",
+        "reads",
+        "writes",
+        "errors"
+    );
+    for e in &s.exports {
+        let all = e.latency_us.get("all").copied().unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "{:<12} {:>10} {:>9.0} {:>10} {:>10} {:>8} {:>8} {:>8} {:>9} {:>9} {:>7}",
+            e.name,
+            human_bytes(e.size_bytes),
+            e.interval.iops,
+            human_bytes(whole(e.interval.read_bytes_per_s)),
+            human_bytes(whole(e.interval.write_bytes_per_s)),
+            all.p50,
+            all.p99,
+            all.max,
+            e.ops.read,
+            e.ops.write + e.ops.write_zeroes,
+            e.errors
+        );
+    }
+    if !s.backend.is_null() {
+        let _ = writeln!(out, "backend: {}", s.backend);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn render_status_shows_each_export_and_the_state() {
+        let mut e = ExportStats {
+            name: "lun0".into(),
+            size_bytes: 64 << 20,
+            ..ExportStats::default()
+        };
+        e.ops.read = 10;
+        e.ops.write = 5;
+        e.interval.iops = 1234.4;
+        e.interval.write_bytes_per_s = 3.0 * 1024.0 * 1024.0;
+        e.latency_us.insert(
+            "all".into(),
+            LatencySummary {
+                count: 15,
+                p50: 40,
+                p99: 900,
+                max: 1500,
+                ..LatencySummary::default()
+            },
+        );
+        let s = StatsFile {
+            version: STATS_VERSION,
+            pid: 42,
+            uptime_s: 3.0,
+            unix_time_ms: 10_000,
+            exports: vec![e],
+            backend: serde_json::json!({"compression_ratio": 1.5}),
+            ..StatsFile::default()
+        };
+        let text = render_status(&s, 11_000);
+        assert!(text.contains("pid 42: serving"), "{text}");
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("lun0"))
+            .expect("export line");
+        let cols: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(
+            cols,
+            [
+                "lun0", "64.0", "MiB", "1234", "0", "B", "3.0", "MiB", "40", "900", "1500", "10",
+                "5", "0"
+            ]
+        );
+        assert!(
+            text.contains(r#"backend: {"compression_ratio":1.5}"#),
+            "{text}"
+        );
+        assert!(render_status(&s, 60_000).contains("no update for 50 s"));
+        let stopped = StatsFile {
+            is_final: true,
+            ..s
+        };
+        assert!(render_status(&stopped, 60_000).contains("stopped"));
+    }
+
+    #[test]
+    fn stats_file_round_trips_through_json() {
+        let conns = ConnCounters::default();
+        let mut r = Recorder::new(&[ExportInfo::new("a", 4096)]);
+        let outcome = Outcome {
+            reply: Vec::new(),
+            errno: 0,
+            kind: OpKind::Write,
+            bytes: 100,
+            unaligned: true,
+        };
+        r.record(0, &outcome, Duration::from_micros(250));
+        let snap = r.snapshot(&conns, serde_json::Value::Null, true);
+        let back: StatsFile =
+            serde_json::from_str(&serde_json::to_string(&snap).expect("json")).expect("parse");
+        // Floats may lose their last bit through JSON; the counts must not.
+        assert_eq!(back.exports[0].ops, snap.exports[0].ops);
+        assert_eq!(back.exports[0].ops.write, 1);
+        assert_eq!(back.exports[0].bytes.write, 100);
+        assert_eq!(back.exports[0].unaligned, 1);
+        assert_eq!(back.exports[0].latency_us["write"].count, 1);
+        assert!((245..=255).contains(&back.exports[0].latency_us["write"].p50));
+    }
+}

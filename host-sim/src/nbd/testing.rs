@@ -66,11 +66,15 @@ impl MemBackend {
     pub fn read_bytes(&self, export: usize, offset: u64, len: usize) -> Vec<u8> {
         let st = self.lock();
         let mut out = vec![0u8; len];
-        for (i, byte) in out.iter_mut().enumerate() {
-            let pos = offset + i as u64;
+        let mut done = 0;
+        while done < len {
+            let pos = offset + done as u64;
+            let in_block = (pos % BLOCK_U64) as usize;
+            let n = (BLOCK - in_block).min(len - done);
             if let Some(b) = st.blocks.get(&(export, pos / BLOCK_U64)) {
-                *byte = b[(pos % BLOCK_U64) as usize];
+                out[done..done + n].copy_from_slice(&b[in_block..in_block + n]);
             }
+            done += n;
         }
         out
     }

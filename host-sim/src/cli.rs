@@ -1,0 +1,848 @@
+//! The `raidcore-sim` command line (clap): pools on disk images in a directory (`create`,
+//! `status`, `fail`, `replace`, `scrub`), the NBD export (`serve`), workloads and benchmarks
+//! (`bench`), the fault campaign (`sim`) and the demo (`demo`).
+//!
+//! Exit status: 0 on success; 1 when a verification failed (a run read back wrong data, a scrub
+//! found damage it could not repair); 2 for bad usage and errors before anything was verified.
+//! Progress bars go to stderr and are hidden when stderr is not a terminal; results go to stdout,
+//! as a human table or, with `--json`, as one JSON object.
+
+use std::io::Write as _;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use raidcore::pool::PoolConfig;
+use raidcore_hal::BlockSize;
+
+use crate::clock::NS_PER_MS;
+use crate::demo::{self, SimOptions};
+use crate::model::ModelKind;
+use crate::nbd::{self, ServeConfig};
+use crate::nbd_backend::PoolBackend;
+use crate::plot;
+use crate::pooldir::{
+    CreateOptions, DirPool, HwOptions, format_bytes, parse_level, parse_model, parse_size,
+};
+use crate::workload::data::DataKind;
+use crate::workload::{WorkloadKind, WorkloadSpec};
+
+/// raidcore host simulator: pools on disk images, NBD export, workloads, the demo.
+#[derive(Debug, Parser)]
+#[command(name = "raidcore-sim", version, about, long_about = None)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub cmd: Cmd,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Cmd {
+    /// Create a pool on new disk images disk0.img, disk1.img, … in a directory.
+    Create(CreateArgs),
+    /// Show pool health, disks, rebuild/scrub progress and LUNs (like `zpool status`).
+    Status(StatusArgs),
+    /// Fail a member disk by hand (a hot spare takes over if there is one).
+    Fail(FailArgs),
+    /// Put a blank image into a failed member slot and rebuild onto it.
+    Replace(ReplaceArgs),
+    /// Check every used stripe's parity and every extent's checksum, repairing from redundancy.
+    Scrub(ScrubArgs),
+    /// Run a workload (voice, mixed, random-write, sequential-read), or `parity` / `nbd`.
+    Bench(BenchArgs),
+    /// The deterministic fault campaign.
+    Sim(SimArgs),
+    /// Export the pool's LUNs over NBD.
+    Serve(ServeArgs),
+    /// The seed setup: RAID-6 of 10K RPM drives + hot spare, 8 voice streams, a disk failing
+    /// mid-run, rebuild, verification; beside the same run with coalescing off.
+    Demo(DemoArgs),
+}
+
+fn size_arg(s: &str) -> Result<u64, String> {
+    parse_size(s)
+}
+
+fn model_arg(s: &str) -> Result<ModelKind, String> {
+    parse_model(s)
+}
+
+/// Options of `create`.
+#[derive(Debug, Args)]
+pub struct CreateArgs {
+    /// The pool directory (created if missing).
+    #[arg(long)]
+    pub dir: PathBuf,
+    /// RAID level: raid0, raid1, raid10, raid5 or raid6.
+    #[arg(long, value_parser = parse_level)]
+    pub level: raidcore::raid::Level,
+    /// Member disks.
+    #[arg(long)]
+    pub disks: usize,
+    /// Hot spares (numbered after the members).
+    #[arg(long, default_value_t = 0)]
+    pub spares: usize,
+    /// Size of each disk image (K/M/G/T suffixes, binary).
+    #[arg(long, value_parser = size_arg)]
+    pub disk_size: u64,
+    /// Strip (chunk) size.
+    #[arg(long, value_parser = size_arg, default_value = "64K")]
+    pub strip_size: u64,
+    /// LUNs to create (lun0, lun1, …).
+    #[arg(long, default_value_t = 0)]
+    pub luns: usize,
+    /// Size of each LUN.
+    #[arg(long, value_parser = size_arg, default_value = "16M")]
+    pub lun_size: u64,
+    /// Device model of the disks: memory, hdd10k, ssd, nvme or sd.
+    #[arg(long, value_parser = model_arg, default_value = "memory")]
+    pub model: ModelKind,
+    /// Block size of the images (512 or 4096).
+    #[arg(long, default_value_t = 512)]
+    pub block_size: usize,
+    /// Replace a pool that is there already.
+    #[arg(long)]
+    pub force: bool,
+    /// Print the status as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Options of `status`.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// The pool directory.
+    #[arg(long)]
+    pub dir: PathBuf,
+    /// Print one JSON object.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Options of `fail`.
+#[derive(Debug, Args)]
+pub struct FailArgs {
+    /// The pool directory.
+    #[arg(long)]
+    pub dir: PathBuf,
+    /// Member slot to fail.
+    #[arg(long)]
+    pub disk: usize,
+    /// Run the rebuild onto the hot spare to the end before returning.
+    #[arg(long)]
+    pub wait: bool,
+    /// Print the status afterwards as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Options of `replace`.
+#[derive(Debug, Args)]
+pub struct ReplaceArgs {
+    /// The pool directory.
+    #[arg(long)]
+    pub dir: PathBuf,
+    /// Failed member slot to replace.
+    #[arg(long)]
+    pub disk: usize,
+    /// Start the rebuild but do not run it (it resumes whenever the pool is used).
+    #[arg(long)]
+    pub no_wait: bool,
+    /// Print the status afterwards as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Options of `scrub`.
+#[derive(Debug, Args)]
+pub struct ScrubArgs {
+    /// The pool directory.
+    #[arg(long)]
+    pub dir: PathBuf,
+    /// Print the status afterwards as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Options of `sim`.
+#[derive(Debug, Args)]
+pub struct SimArgs {
+    /// Anything (not used yet).
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    pub rest: Vec<String>,
+}
+
+/// Options of `serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The pool directory.
+    #[arg(long)]
+    pub dir: PathBuf,
+    /// TCP address to listen on (default 127.0.0.1:10809 unless --unix is given).
+    #[arg(long)]
+    pub tcp: Option<SocketAddr>,
+    /// Unix socket to listen on.
+    #[arg(long)]
+    pub unix: Option<PathBuf>,
+    /// Write JSON statistics to this file every second.
+    #[arg(long)]
+    pub stats: Option<PathBuf>,
+    /// Do not fdatasync the images on flush (faster; safe unless this machine crashes).
+    #[arg(long)]
+    pub no_sync: bool,
+}
+
+/// Options shared by `demo` and `bench <workload>`.
+#[derive(Debug, Args, Clone)]
+#[allow(clippy::struct_excessive_bools)] // command-line switches
+pub struct RunArgs {
+    /// Seed of everything random (data placement, failing disk, stream phases).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Virtual seconds to run (longer if the rebuild runs over).
+    #[arg(long, default_value_t = 3.0)]
+    pub seconds: f64,
+    /// Size of each disk image.
+    #[arg(long, value_parser = size_arg, default_value = "256M")]
+    pub disk_size: u64,
+    /// Member disks.
+    #[arg(long, default_value_t = 6)]
+    pub disks: usize,
+    /// Hot spares.
+    #[arg(long, default_value_t = 1)]
+    pub spares: usize,
+    /// RAID level.
+    #[arg(long, value_parser = parse_level, default_value = "raid6")]
+    pub level: raidcore::raid::Level,
+    /// Strip size.
+    #[arg(long, value_parser = size_arg, default_value = "64K")]
+    pub strip_size: u64,
+    /// LUNs.
+    #[arg(long, default_value_t = 8)]
+    pub luns: usize,
+    /// Size of each LUN.
+    #[arg(long, value_parser = size_arg, default_value = "16M")]
+    pub lun_size: u64,
+    /// Device model: memory, hdd10k, ssd, nvme or sd.
+    #[arg(long, value_parser = model_arg, default_value = "hdd10k")]
+    pub model: ModelKind,
+    /// Block content: `real` (files of this machine) or `synthetic:<percent compressible>`.
+    #[arg(long, value_parser = DataKind::parse, default_value = "real")]
+    pub data: DataKind,
+    /// How much real data to read.
+    #[arg(long, value_parser = size_arg, default_value = "64M")]
+    pub real_data_size: u64,
+    /// Fail a member at this fraction of the run (0 to 1).
+    #[arg(long, default_value_t = 0.333)]
+    pub fail_at: f64,
+    /// No disk failure.
+    #[arg(long)]
+    pub no_fail: bool,
+    /// Share of device time the rebuild gets (0 to 1).
+    #[arg(long, default_value_t = 0.5)]
+    pub rebuild_share: f64,
+    /// Stripes rebuilt per maintenance step.
+    #[arg(long, default_value_t = 8)]
+    pub rebuild_stripes: u32,
+    /// Controller CPU per request, in microseconds.
+    #[arg(long, default_value_t = 10.0)]
+    pub cpu_us_per_request: f64,
+    /// Controller CPU per 4 KiB block, in microseconds.
+    #[arg(long, default_value_t = 10.0)]
+    pub cpu_us_per_block: f64,
+    /// Streams (default: the workload's).
+    #[arg(long)]
+    pub streams: Option<usize>,
+    /// Voice: percent of requests that are reads.
+    #[arg(long, default_value_t = 0)]
+    pub read_percent: u8,
+    /// Skip the baseline run (coalescing off).
+    #[arg(long)]
+    pub no_baseline: bool,
+    /// Skip the scrub after each run.
+    #[arg(long)]
+    pub no_scrub: bool,
+    /// Width of a timeline bucket (plots), in virtual milliseconds.
+    #[arg(long, default_value_t = 50)]
+    pub bucket_ms: u64,
+    /// Keep the disk images in this directory (default: a temporary one, removed).
+    #[arg(long)]
+    pub keep_dir: Option<PathBuf>,
+    /// Print one JSON object instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Write a plot of IOPS and latency over virtual time to this SVG file.
+    #[arg(long)]
+    pub svg: Option<PathBuf>,
+}
+
+/// Options of `demo`.
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Run options.
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+/// Options of `bench`.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// voice, mixed, random-write, sequential-read, parity or nbd.
+    pub what: String,
+    /// Run options (workloads and `nbd`).
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// `parity`: the full (slower, more samples) mode.
+    #[arg(long)]
+    pub full: bool,
+}
+
+/// A usage or setup error (exit status 2), or a verification failure (exit status 1).
+#[derive(Debug)]
+pub enum Failure {
+    /// Exit 2 with this message.
+    Error(String),
+    /// Exit 1 with this message (the result was printed).
+    Verify(String),
+}
+
+impl<E: std::fmt::Display> From<E> for Failure {
+    fn from(e: E) -> Self {
+        Failure::Error(e.to_string())
+    }
+}
+
+/// Log lines of the library (`log` crate) to stderr: `RAIDCORE_SIM_LOG` = `error`, `warn`,
+/// `info`, `debug` or `trace` sets the level (default: `info` for `serve`, `warn` otherwise).
+struct StderrLog;
+
+impl log::Log for StderrLog {
+    fn enabled(&self, m: &log::Metadata<'_>) -> bool {
+        m.level() <= log::max_level()
+    }
+
+    fn log(&self, r: &log::Record<'_>) {
+        if self.enabled(r.metadata()) {
+            eprintln!(
+                "raidcore-sim: {}: {}",
+                r.level().as_str().to_lowercase(),
+                r.args()
+            );
+        }
+    }
+
+    fn flush(&self) {}
+}
+
+static LOGGER: StderrLog = StderrLog;
+
+fn init_log(default: log::LevelFilter) {
+    let level = std::env::var("RAIDCORE_SIM_LOG")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default);
+    if log::set_logger(&LOGGER).is_ok() {
+        log::set_max_level(level);
+    }
+}
+
+/// Parses the command line and runs it; the exit status to return.
+#[must_use]
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_log(if matches!(cli.cmd, Cmd::Serve(_)) {
+        log::LevelFilter::Info
+    } else {
+        log::LevelFilter::Warn
+    });
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure::Verify(m)) => {
+            eprintln!("raidcore-sim: verification failed: {m}");
+            ExitCode::from(1)
+        }
+        Err(Failure::Error(m)) => {
+            eprintln!("raidcore-sim: {m}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Runs a parsed command line.
+pub fn run(cli: Cli) -> Result<(), Failure> {
+    match cli.cmd {
+        Cmd::Create(a) => create(&a),
+        Cmd::Status(a) => status(&a),
+        Cmd::Fail(a) => fail(&a),
+        Cmd::Replace(a) => replace(&a),
+        Cmd::Scrub(a) => scrub(&a),
+        Cmd::Bench(a) => bench(&a),
+        Cmd::Sim(_) => Err(Failure::Error(
+            "`sim` (the fault campaign) is not implemented yet".into(),
+        )),
+        Cmd::Serve(a) => serve(&a),
+        Cmd::Demo(a) => sim_run(&a.run, WorkloadKind::Voice),
+    }
+}
+
+fn bar(len: u64, msg: &str) -> ProgressBar {
+    let pb = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr());
+    if let Ok(style) =
+        ProgressStyle::with_template("{msg:>10} [{bar:40}] {percent:>3}% {elapsed_precise}")
+    {
+        pb.set_style(style.progress_chars("=> "));
+    }
+    pb.set_message(msg.to_string());
+    pb
+}
+
+fn print(text: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes());
+    let _ = out.flush();
+}
+
+fn print_status(dp: &mut DirPool, json: bool) -> Result<(), Failure> {
+    let st = dp.status();
+    if json {
+        let mut s = serde_json::to_string_pretty(&st)?;
+        s.push('\n');
+        print(&s);
+    } else {
+        print(&st.to_text());
+    }
+    Ok(())
+}
+
+fn open(dir: &Path) -> Result<DirPool, Failure> {
+    Ok(DirPool::open(
+        dir,
+        PoolConfig::default(),
+        &HwOptions {
+            model: Some(ModelKind::Instant),
+            ..HwOptions::default()
+        },
+    )?)
+}
+
+fn create(a: &CreateArgs) -> Result<(), Failure> {
+    let block_size = match a.block_size {
+        512 => BlockSize::B512,
+        4096 => BlockSize::B4096,
+        b => return Err(Failure::Error(format!("--block-size {b}: use 512 or 4096"))),
+    };
+    let strip = u32::try_from(a.strip_size)
+        .map_err(|_| Failure::Error(format!("--strip-size {}: too large", a.strip_size)))?;
+    let mut uuid = [0u8; 16];
+    rand::fill(&mut uuid);
+    let opts = CreateOptions {
+        disks: a.disks,
+        spares: a.spares,
+        disk_bytes: a.disk_size,
+        block_size,
+        config: PoolConfig {
+            level: a.level,
+            strip_bytes: strip,
+            ..PoolConfig::default()
+        },
+        luns: a.luns,
+        lun_bytes: a.lun_size,
+        uuid,
+        overwrite: a.force,
+    };
+    let mut dp = DirPool::create(&a.dir, &opts, a.model, &HwOptions::default())?;
+    print_status(&mut dp, a.json)?;
+    dp.close()?;
+    Ok(())
+}
+
+fn status(a: &StatusArgs) -> Result<(), Failure> {
+    let mut dp = open(&a.dir)?;
+    print_status(&mut dp, a.json)?;
+    dp.close()?;
+    Ok(())
+}
+
+fn maintain(dp: &mut DirPool, what: &str) -> Result<(), Failure> {
+    let pb = bar(1, what);
+    dp.run_maintenance(|done, total| {
+        pb.set_length(total.max(1));
+        pb.set_position(done);
+    })?;
+    pb.finish_and_clear();
+    Ok(())
+}
+
+fn fail(a: &FailArgs) -> Result<(), Failure> {
+    let mut dp = open(&a.dir)?;
+    dp.fail(a.disk)?;
+    if a.wait {
+        maintain(&mut dp, "rebuild")?;
+    }
+    print_status(&mut dp, a.json)?;
+    dp.close()?;
+    Ok(())
+}
+
+fn replace(a: &ReplaceArgs) -> Result<(), Failure> {
+    let hw = HwOptions {
+        model: Some(ModelKind::Instant),
+        ..HwOptions::default()
+    };
+    let mut dp = open(&a.dir)?;
+    let n = dp.replace(a.disk, &hw)?;
+    eprintln!(
+        "raidcore-sim: disk {} is now {}",
+        a.disk,
+        crate::pooldir::image_name(n)
+    );
+    if !a.no_wait {
+        maintain(&mut dp, "rebuild")?;
+    }
+    print_status(&mut dp, a.json)?;
+    dp.close()?;
+    Ok(())
+}
+
+fn scrub(a: &ScrubArgs) -> Result<(), Failure> {
+    let mut dp = open(&a.dir)?;
+    dp.pool.start_scrub();
+    maintain(&mut dp, "scrub")?;
+    print_status(&mut dp, a.json)?;
+    let st = dp.pool.status();
+    dp.close()?;
+    if st.scrub_unrepairable > 0 {
+        return Err(Failure::Verify(format!(
+            "scrub found {} blocks it could not repair",
+            st.scrub_unrepairable
+        )));
+    }
+    Ok(())
+}
+
+fn serve(a: &ServeArgs) -> Result<(), Failure> {
+    let mut config = ServeConfig {
+        stats_path: a.stats.clone(),
+        unix: a.unix.clone(),
+        ..ServeConfig::default()
+    };
+    if a.tcp.is_some() || a.unix.is_some() {
+        config.tcp = a.tcp;
+    }
+    nbd::install_shutdown_signals(&config.shutdown)?;
+    let dir = a.dir.clone();
+    let sync = !a.no_sync;
+    // The pool is opened on the server's owner thread (it needs not be Send).
+    nbd::serve(config, move || {
+        let dp = DirPool::open(
+            &dir,
+            PoolConfig::default(),
+            &HwOptions {
+                model: Some(ModelKind::Instant),
+                sync_on_flush: sync,
+                ..HwOptions::default()
+            },
+        )
+        .map_err(std::io::Error::other)?;
+        for l in dp.pool.luns() {
+            eprintln!(
+                "raidcore-sim: serving export {:?} ({})",
+                l.name.as_str(),
+                format_bytes(l.blocks * 4096)
+            );
+        }
+        Ok(PoolBackend::new(dp))
+    })?;
+    Ok(())
+}
+
+/// The simulation options of `demo` / `bench <workload>` from the command line.
+// The float-to-integer casts below convert values checked to be in range and non-negative.
+#[allow(clippy::cast_sign_loss)]
+pub fn sim_options(r: &RunArgs, kind: WorkloadKind) -> Result<SimOptions, Failure> {
+    if !(r.seconds > 0.0 && r.seconds <= 3600.0) {
+        return Err(Failure::Error("--seconds must be in (0, 3600]".into()));
+    }
+    if !(0.0..=1.0).contains(&r.fail_at) {
+        return Err(Failure::Error("--fail-at must be in [0, 1]".into()));
+    }
+    if !(r.rebuild_share > 0.0 && r.rebuild_share <= 1.0) {
+        return Err(Failure::Error("--rebuild-share must be in (0, 1]".into()));
+    }
+    if r.read_percent > 100 {
+        return Err(Failure::Error("--read-percent must be 0 to 100".into()));
+    }
+    let strip = u32::try_from(r.strip_size)
+        .map_err(|_| Failure::Error(format!("--strip-size {}: too large", r.strip_size)))?;
+    let mut workload = WorkloadSpec::new(kind);
+    if let Some(s) = r.streams {
+        if s == 0 || s > 64 {
+            return Err(Failure::Error("--streams must be 1 to 64".into()));
+        }
+        workload.streams = s;
+    }
+    workload.read_percent = r.read_percent;
+    let us = |x: f64| (x.max(0.0) * 1e3).round() as u64;
+    Ok(SimOptions {
+        workload,
+        level: r.level,
+        disks: r.disks,
+        spares: r.spares,
+        disk_bytes: r.disk_size,
+        strip_bytes: strip,
+        luns: r.luns,
+        lun_bytes: r.lun_size,
+        model: r.model,
+        data: r.data,
+        real_data_bytes: usize::try_from(r.real_data_size).unwrap_or(usize::MAX),
+        duration_ns: (r.seconds * 1e9).round() as u64,
+        fail_at_permille: (!r.no_fail).then_some((r.fail_at * 1000.0).round() as u32),
+        rebuild_share_permille: (r.rebuild_share * 1000.0).round().max(1.0) as u32,
+        stripes_per_step: r.rebuild_stripes.max(1),
+        cpu_ns_per_request: us(r.cpu_us_per_request),
+        cpu_ns_per_block: us(r.cpu_us_per_block),
+        baseline: !r.no_baseline,
+        scrub_after: !r.no_scrub,
+        seed: r.seed,
+        keep_dir: r.keep_dir.clone(),
+        bucket_ns: r.bucket_ms.max(1) * NS_PER_MS,
+    })
+}
+
+fn sim_run(r: &RunArgs, kind: WorkloadKind) -> Result<(), Failure> {
+    let opts = sim_options(r, kind)?;
+    eprintln!("raidcore-sim: {}", opts.describe());
+    let total = opts.duration_ns.max(1);
+    let mut bars: Vec<(String, ProgressBar)> = Vec::new();
+    let out = demo::run(&opts, &mut |label, done, len| {
+        if bars.last().is_none_or(|(l, _)| l != label) {
+            if let Some((_, b)) = bars.last() {
+                b.finish_and_clear();
+            }
+            bars.push((label.to_string(), bar(total, label)));
+        }
+        if let Some((_, b)) = bars.last() {
+            b.set_length(len.max(1));
+            b.set_position(done.min(len));
+        }
+    })
+    .map_err(Failure::Error)?;
+    for (_, b) in &bars {
+        b.finish_and_clear();
+    }
+    if r.json {
+        print(&out.report.to_json());
+    } else {
+        print(&out.report.to_text());
+    }
+    if let Some(path) = &r.svg {
+        let mut series = vec![plot::Series {
+            label: "raidcore",
+            run: &out.main,
+        }];
+        if let Some(b) = &out.baseline {
+            series.push(plot::Series {
+                label: "baseline",
+                run: b,
+            });
+        }
+        let title = format!("{} (seed {})", opts.describe(), opts.seed);
+        plot::write_svg(path, &title, &series).map_err(Failure::Error)?;
+        eprintln!("raidcore-sim: wrote {}", path.display());
+    }
+    if out.report.verified() {
+        Ok(())
+    } else {
+        Err(Failure::Verify(format!(
+            "{} verify errors (raidcore), {} (baseline)",
+            out.report.main.verify_errors,
+            out.report.baseline.as_ref().map_or(0, |b| b.verify_errors)
+        )))
+    }
+}
+
+fn bench(a: &BenchArgs) -> Result<(), Failure> {
+    match a.what.as_str() {
+        "parity" => bench_parity(a),
+        "nbd" => bench_nbd(a),
+        w => sim_run(
+            &a.run,
+            WorkloadKind::parse(w).map_err(|e| Failure::Error(format!("{e}, parity or nbd")))?,
+        ),
+    }
+}
+
+fn bench_parity(a: &BenchArgs) -> Result<(), Failure> {
+    use crate::bench_parity::{BenchParityOptions, format_table, run, to_json};
+    let opts = if a.full {
+        BenchParityOptions::full()
+    } else {
+        BenchParityOptions::quick()
+    };
+    let kernel = raidcore::parity::Kernel::selected();
+    let rows = run(&opts, |row| {
+        if !a.run.json {
+            eprintln!(
+                "raidcore-sim: {} {}+2 {} B done",
+                row.op, row.data_strips, row.strip_bytes
+            );
+        }
+    });
+    if a.run.json {
+        let mut s = serde_json::to_string_pretty(&to_json(&rows, kernel))?;
+        s.push('\n');
+        print(&s);
+    } else {
+        print(&format_table(&rows, kernel));
+    }
+    Ok(())
+}
+
+/// `bench nbd`: a pool on file images (memory model) exported over NBD on a Unix socket, driven
+/// by `fio --ioengine=nbd` with the voice shape (one job per LUN, 4 KiB sequential writes at
+/// queue depth 1, a flush every 256 writes) for `--seconds` of wall-clock time, then read back
+/// and checked by fio (`verify=crc32c`). Wall-clock figures: not deterministic.
+#[allow(clippy::cast_sign_loss)] // `seconds` is checked positive
+fn bench_nbd(a: &BenchArgs) -> Result<(), Failure> {
+    let r = &a.run;
+    let tmp = tempfile::Builder::new()
+        .prefix("raidcore-sim-nbd-")
+        .tempdir()?;
+    let dir = r
+        .keep_dir
+        .clone()
+        .unwrap_or_else(|| tmp.path().join("pool"));
+    let strip = u32::try_from(r.strip_size)
+        .map_err(|_| Failure::Error(format!("--strip-size {}: too large", r.strip_size)))?;
+    let mut uuid = [0u8; 16];
+    rand::fill(&mut uuid);
+    let opts = CreateOptions {
+        disks: r.disks,
+        spares: r.spares,
+        disk_bytes: r.disk_size,
+        block_size: BlockSize::B512,
+        config: PoolConfig {
+            level: r.level,
+            strip_bytes: strip,
+            ..PoolConfig::default()
+        },
+        luns: r.luns,
+        lun_bytes: r.lun_size,
+        uuid,
+        overwrite: true,
+    };
+    let hw = HwOptions {
+        model: Some(ModelKind::Instant),
+        sync_on_flush: false,
+        ..HwOptions::default()
+    };
+    DirPool::create(&dir, &opts, ModelKind::Instant, &hw)?.close()?;
+    let sock = tmp.path().join("nbd.sock");
+    let config = ServeConfig {
+        tcp: None,
+        unix: Some(sock.clone()),
+        ..ServeConfig::default()
+    };
+    let shutdown = config.shutdown.clone();
+    let dir2 = dir.clone();
+    let server = nbd::Server::start(config, move || {
+        let dp = DirPool::open(&dir2, PoolConfig::default(), &hw).map_err(std::io::Error::other)?;
+        Ok(PoolBackend::new(dp))
+    })?;
+    let names: Vec<String> = server.exports().iter().map(|e| e.name.clone()).collect();
+    let handle = std::thread::spawn(move || server.run());
+    let secs = r.seconds.max(1.0).round() as u64;
+    let mut cmd = std::process::Command::new("fio");
+    cmd.args([
+        "--output-format=json",
+        "--ioengine=nbd",
+        "--rw=write",
+        "--bs=4k",
+        "--iodepth=1",
+        "--fsync=256",
+        "--verify=crc32c",
+        "--do_verify=1",
+        "--time_based",
+        &format!("--runtime={secs}"),
+        &format!("--size={}", r.lun_size),
+    ]);
+    for n in &names {
+        cmd.arg(format!("--name={n}"));
+        cmd.arg(format!("--uri=nbd+unix:///{n}?socket={}", sock.display()));
+    }
+    eprintln!("raidcore-sim: fio on {} exports for {secs} s", names.len());
+    let out = cmd.output();
+    shutdown.store(true, Ordering::SeqCst);
+    let joined = handle.join();
+    std::thread::sleep(Duration::from_millis(10));
+    let out = out.map_err(|e| Failure::Error(format!("running fio (is it installed?): {e}")))?;
+    match joined {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => return Err(Failure::Error(format!("NBD server: {e}"))),
+        Err(_) => return Err(Failure::Error("NBD server thread panicked".into())),
+    }
+    // fio may print error lines before its JSON.
+    let start = out.stdout.iter().position(|&b| b == b'{').unwrap_or(0);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout[start..]).map_err(|e| {
+        Failure::Error(format!(
+            "fio output is not JSON ({e}); stderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    })?;
+    let jobs = v["jobs"].as_array().cloned().unwrap_or_default();
+    let iops: Vec<f64> = jobs
+        .iter()
+        .map(|j| j["write"]["iops"].as_f64().unwrap_or(0.0))
+        .collect();
+    let errors: u64 = jobs.iter().map(|j| j["error"].as_u64().unwrap_or(0)).sum();
+    let p99: Vec<f64> = jobs
+        .iter()
+        .map(|j| {
+            j["write"]["clat_ns"]["percentile"]["99.000000"]
+                .as_f64()
+                .unwrap_or(0.0)
+                / 1e6
+        })
+        .collect();
+    let total: f64 = iops.iter().sum();
+    let min = iops.iter().copied().fold(f64::INFINITY, f64::min);
+    let report = serde_json::json!({
+        "workload": "nbd",
+        "client": "fio --ioengine=nbd (voice shape: 4 KiB sequential writes, QD1, fsync every 256)",
+        "clock": "wall",
+        "streams": names.len(),
+        "iops_total": total,
+        "iops_per_stream": iops,
+        "iops_per_stream_min": if min.is_finite() { min } else { 0.0 },
+        "latency_ms_p99_per_stream": p99,
+        "verify_errors": errors,
+        "fio_exit_ok": out.status.success(),
+    });
+    if r.json {
+        print(&format!("{}\n", serde_json::to_string_pretty(&report)?));
+    } else {
+        print(&format!(
+            "bench nbd: fio over NBD (Unix socket), {} jobs x 4 KiB sequential writes QD1, {secs} s wall clock\n  IOPS total {total:.0}, slowest job {:.0}\n  fio verify (crc32c): {}\n",
+            names.len(),
+            report["iops_per_stream_min"].as_f64().unwrap_or(0.0),
+            if errors == 0 && out.status.success() {
+                "passed"
+            } else {
+                "FAILED"
+            }
+        ));
+    }
+    if errors > 0 || !out.status.success() {
+        return Err(Failure::Verify(format!(
+            "fio reported errors (exit {:?}): {}",
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr)
+        )));
+    }
+    Ok(())
+}

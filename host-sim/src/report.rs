@@ -1,0 +1,519 @@
+//! Reports of workload runs: the JSON object (`--json`) and the human table, built from
+//! [`RunResult`]s. Every figure derives from virtual time and counters, so the same seed gives a
+//! byte-identical report.
+//!
+//! Units: IOPS are reads + writes completed per virtual second (flushes are not counted);
+//! latencies are in milliseconds of virtual time from issue to completion; throughput is in
+//! MB/s (10^6 bytes per virtual second) of client data; bytes are bytes.
+
+use std::fmt::Write as _;
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+use crate::runner::RunResult;
+
+/// Rounds to 3 decimals (reports stay readable and byte-stable).
+fn r3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+fn secs(ns: u64) -> f64 {
+    r3(ns as f64 / 1e9)
+}
+
+/// Latency percentiles, in milliseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Latency {
+    /// Median.
+    pub p50: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// 99.9th percentile.
+    pub p999: f64,
+    /// Largest.
+    pub max: f64,
+    /// Mean.
+    pub mean: f64,
+}
+
+impl Latency {
+    /// From a histogram of nanoseconds (all zeros when empty).
+    #[must_use]
+    pub fn from_hist(h: &Histogram<u64>) -> Latency {
+        if h.is_empty() {
+            return Latency {
+                p50: 0.0,
+                p99: 0.0,
+                p999: 0.0,
+                max: 0.0,
+                mean: 0.0,
+            };
+        }
+        let ms = |ns: u64| r3(ns as f64 / 1e6);
+        Latency {
+            p50: ms(h.value_at_quantile(0.50)),
+            p99: ms(h.value_at_quantile(0.99)),
+            p999: ms(h.value_at_quantile(0.999)),
+            max: ms(h.max()),
+            mean: r3(h.mean() / 1e6),
+        }
+    }
+}
+
+/// The rebuild, as measured.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RebuildReport {
+    /// Member slot that failed.
+    pub failed_disk: Option<usize>,
+    /// When it failed (seconds of virtual time into the run).
+    pub failed_at_s: Option<f64>,
+    /// When the pool started rebuilding onto the spare.
+    pub started_at_s: Option<f64>,
+    /// When the rebuild finished.
+    pub done_at_s: Option<f64>,
+    /// From the failure to the end of the rebuild, in virtual seconds (`null` if it did not
+    /// finish within the run).
+    pub virtual_seconds: Option<f64>,
+    /// Bytes the rebuild wrote to the spare.
+    pub bytes_moved: u64,
+    /// Bytes read from the survivors for it (member reads beyond client reads in the window).
+    pub bytes_read: u64,
+    /// Stripes rebuilt (stripes of used segments only).
+    pub stripes: u64,
+}
+
+/// Client throughput by phase, in MB/s (10^6 bytes per virtual second).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Throughput {
+    /// From the start to the failure (the whole run without a failure).
+    pub before_failure: f64,
+    /// From the failure to the end of the rebuild.
+    pub during_rebuild: Option<f64>,
+    /// From the end of the rebuild to the end of the run.
+    pub after_rebuild: Option<f64>,
+    /// `during_rebuild / before_failure`: how much of its speed the pool kept.
+    pub during_vs_before: Option<f64>,
+}
+
+/// One run, as reported (the keys of `--json`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunReport {
+    /// What this run is (`raidcore` or `baseline`).
+    pub label: String,
+    /// How writes were handled, in words.
+    pub mode: String,
+    /// Workload name.
+    pub workload: String,
+    /// Client streams.
+    pub streams: usize,
+    /// Virtual length of the measured run, in seconds.
+    pub virtual_seconds: f64,
+    /// Reads + writes per virtual second, all streams.
+    pub iops_total: f64,
+    /// Per stream.
+    pub iops_per_stream: Vec<f64>,
+    /// The slowest stream.
+    pub iops_per_stream_min: f64,
+    /// Read and write latency.
+    pub latency_ms: Latency,
+    /// Flush latency.
+    pub flush_latency_ms: Latency,
+    /// Flushes completed.
+    pub flushes: u64,
+    /// Member bytes written for client data (data + parity + intent log + labels) per client
+    /// byte written; rebuild traffic is not included (see `rebuild`).
+    pub write_amplification: f64,
+    /// LZ4 over the run's extents: raw bytes / stored bytes.
+    pub compression_ratio: f64,
+    /// Client bytes written.
+    pub client_bytes_written: u64,
+    /// The rebuild.
+    pub rebuild: RebuildReport,
+    /// Throughput by phase.
+    pub throughput_mb_s: Throughput,
+    /// Blocks read back through the pool after the run and compared.
+    pub verified_blocks: u64,
+    /// Of those, blocks that had been written (the others must read as zeros).
+    pub verified_written_blocks: u64,
+    /// Blocks read back and compared again after the pool was closed and imported from its
+    /// disk images (`null` if not done).
+    pub verified_after_reimport_blocks: Option<u64>,
+    /// Reads that returned wrong data or failed (during the run, after it, and after
+    /// re-import), plus blocks the scrub after the run had to repair or could not.
+    pub verify_errors: u64,
+    /// Blocks the scrub after the run repaired.
+    pub scrub_repaired_blocks: Option<u64>,
+    /// Blocks the scrub after the run could not repair.
+    pub scrub_unrepairable_blocks: Option<u64>,
+    /// Pool health at the end.
+    pub final_health: String,
+    /// Pool errors during the run.
+    pub error_count: u64,
+    /// The first few of them.
+    pub errors: Vec<String>,
+}
+
+impl RunReport {
+    /// Builds the report of `r`.
+    #[must_use]
+    pub fn new(label: &str, mode: &str, workload: &str, r: &RunResult) -> RunReport {
+        let dur = r.duration_ns.max(1) as f64 / 1e9;
+        let iops: Vec<f64> = r.streams.iter().map(|s| r3(s.ops() as f64 / dur)).collect();
+        let total: u64 = r
+            .streams
+            .iter()
+            .map(super::runner::StreamCounters::ops)
+            .sum();
+        let mbs = |k: usize| {
+            (r.phase_ns[k] > 0)
+                .then(|| r3(r.phase_bytes[k] as f64 / 1e6 / (r.phase_ns[k] as f64 / 1e9)))
+        };
+        let before = mbs(0).unwrap_or(0.0);
+        let during = r.fail_ns.and(mbs(1));
+        let after = r.rebuild_done_ns.and(mbs(2));
+        let scrub_bad =
+            r.scrub_repaired_blocks.unwrap_or(0) + r.scrub_unrepairable_blocks.unwrap_or(0);
+        RunReport {
+            label: label.to_string(),
+            mode: mode.to_string(),
+            workload: workload.to_string(),
+            streams: r.streams.len(),
+            virtual_seconds: secs(r.duration_ns),
+            iops_total: r3(total as f64 / dur),
+            iops_per_stream_min: iops.iter().copied().fold(f64::INFINITY, f64::min).min(1e18),
+            iops_per_stream: iops,
+            latency_ms: Latency::from_hist(&r.latency),
+            flush_latency_ms: Latency::from_hist(&r.flush_latency),
+            flushes: r.streams.iter().map(|s| s.flushes).sum(),
+            write_amplification: r3(r.write_amplification),
+            compression_ratio: r3(r.compression_ratio),
+            client_bytes_written: r.client_bytes_written,
+            rebuild: RebuildReport {
+                failed_disk: r.fail_slot,
+                failed_at_s: r.fail_ns.map(secs),
+                started_at_s: r.rebuild_start_ns.map(secs),
+                done_at_s: r.rebuild_done_ns.map(secs),
+                virtual_seconds: r.rebuild_done_ns.zip(r.fail_ns).map(|(d, f)| secs(d - f)),
+                bytes_moved: r.rebuild_bytes_written,
+                bytes_read: r.rebuild_bytes_read,
+                stripes: r.rebuild_stripes,
+            },
+            throughput_mb_s: Throughput {
+                before_failure: before,
+                during_rebuild: during,
+                after_rebuild: after,
+                during_vs_before: during.filter(|_| before > 0.0).map(|d| r3(d / before)),
+            },
+            verified_blocks: r.verified_blocks,
+            verified_written_blocks: r.verified_written_blocks,
+            verified_after_reimport_blocks: r.reimport.as_ref().map(|v| v.blocks),
+            verify_errors: r.verify_errors
+                + scrub_bad
+                + r.reimport.as_ref().map_or(0, |v| v.errors),
+            scrub_repaired_blocks: r.scrub_repaired_blocks,
+            scrub_unrepairable_blocks: r.scrub_unrepairable_blocks,
+            final_health: r.final_health.clone(),
+            error_count: r.error_count,
+            errors: r
+                .errors
+                .iter()
+                .cloned()
+                .chain(
+                    r.reimport
+                        .iter()
+                        .flat_map(|v| v.messages.iter().map(|m| format!("after re-import: {m}"))),
+                )
+                .take(20)
+                .collect(),
+        }
+    }
+
+    /// Whether verification passed.
+    #[must_use]
+    pub fn verified(&self) -> bool {
+        self.verify_errors == 0 && self.verified_blocks > 0
+    }
+}
+
+/// A report: the main run, the baseline beside it (if run), and how the runs were set up.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Report {
+    /// The main run (its keys are at the top level of the JSON object).
+    #[serde(flatten)]
+    pub main: RunReport,
+    /// The same run with coalescing off.
+    pub baseline: Option<RunReport>,
+    /// `main / baseline` for the headline figures.
+    pub gain: Option<Gain>,
+    /// The setup.
+    pub setup: serde_json::Value,
+    /// Seed of the run.
+    pub seed: u64,
+}
+
+/// Ratios of the main run to the baseline.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Gain {
+    /// `iops_total` ratio.
+    pub iops_total: f64,
+    /// `iops_per_stream_min` ratio.
+    pub iops_per_stream_min: f64,
+    /// Baseline p99 latency / main p99 latency.
+    pub p99_latency: f64,
+    /// Baseline write amplification / main write amplification.
+    pub write_amplification: f64,
+}
+
+fn ratio(a: f64, b: f64) -> f64 {
+    if b == 0.0 { 0.0 } else { r3(a / b) }
+}
+
+impl Report {
+    /// Assembles a report.
+    #[must_use]
+    pub fn new(
+        main: RunReport,
+        baseline: Option<RunReport>,
+        setup: serde_json::Value,
+        seed: u64,
+    ) -> Report {
+        let gain = baseline.as_ref().map(|b| Gain {
+            iops_total: ratio(main.iops_total, b.iops_total),
+            iops_per_stream_min: ratio(main.iops_per_stream_min, b.iops_per_stream_min),
+            p99_latency: ratio(b.latency_ms.p99, main.latency_ms.p99),
+            write_amplification: ratio(b.write_amplification, main.write_amplification),
+        });
+        Report {
+            main,
+            baseline,
+            gain,
+            setup,
+            seed,
+        }
+    }
+
+    /// Whether every run verified.
+    #[must_use]
+    pub fn verified(&self) -> bool {
+        self.main.verified() && self.baseline.as_ref().is_none_or(RunReport::verified)
+    }
+
+    /// The JSON object, pretty-printed, with a final newline.
+    #[must_use]
+    pub fn to_json(&self) -> String {
+        let mut s =
+            serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"));
+        s.push('\n');
+        s
+    }
+
+    /// The human-readable table: the runs side by side.
+    #[must_use]
+    pub fn to_text(&self) -> String {
+        let mut s = String::new();
+        let runs: Vec<&RunReport> = std::iter::once(&self.main)
+            .chain(self.baseline.as_ref())
+            .collect();
+        let w = 26;
+        let line = |s: &mut String, name: &str, vals: Vec<String>| {
+            let _ = write!(s, "  {name:<30}");
+            for v in vals {
+                let _ = write!(s, " {v:>w$}");
+            }
+            s.push('\n');
+        };
+        let f = |x: f64| format!("{x:.1}");
+        let f2 = |x: f64| format!("{x:.2}");
+        let f3 = |x: f64| format!("{x:.3}");
+        let opt =
+            |x: Option<f64>, d: usize| x.map_or_else(|| "-".to_string(), |v| format!("{v:.d$}"));
+        let _ = writeln!(
+            s,
+            "workload {} — {} streams, {:.2} virtual seconds, seed {}",
+            self.main.workload, self.main.streams, self.main.virtual_seconds, self.seed
+        );
+        line(&mut s, "", runs.iter().map(|r| r.label.clone()).collect());
+        line(
+            &mut s,
+            "",
+            runs.iter().map(|r| format!("({})", r.mode)).collect(),
+        );
+        line(
+            &mut s,
+            "IOPS total",
+            runs.iter().map(|r| f(r.iops_total)).collect(),
+        );
+        line(
+            &mut s,
+            "IOPS per stream (min)",
+            runs.iter().map(|r| f(r.iops_per_stream_min)).collect(),
+        );
+        let max_streams = runs
+            .iter()
+            .map(|r| r.iops_per_stream.len())
+            .max()
+            .unwrap_or(0);
+        for i in 0..max_streams {
+            line(
+                &mut s,
+                &format!("  stream {i}"),
+                runs.iter()
+                    .map(|r| r.iops_per_stream.get(i).map_or("-".into(), |v| f(*v)))
+                    .collect(),
+            );
+        }
+        line(
+            &mut s,
+            "latency p50 (ms)",
+            runs.iter().map(|r| f3(r.latency_ms.p50)).collect(),
+        );
+        line(
+            &mut s,
+            "latency p99 (ms)",
+            runs.iter().map(|r| f3(r.latency_ms.p99)).collect(),
+        );
+        line(
+            &mut s,
+            "latency p99.9 (ms)",
+            runs.iter().map(|r| f3(r.latency_ms.p999)).collect(),
+        );
+        line(
+            &mut s,
+            "flush latency p99 (ms)",
+            runs.iter().map(|r| f3(r.flush_latency_ms.p99)).collect(),
+        );
+        line(
+            &mut s,
+            "write amplification",
+            runs.iter().map(|r| f2(r.write_amplification)).collect(),
+        );
+        line(
+            &mut s,
+            "compression ratio",
+            runs.iter().map(|r| f2(r.compression_ratio)).collect(),
+        );
+        line(
+            &mut s,
+            "disk failed (slot @ s)",
+            runs.iter()
+                .map(|r| match (r.rebuild.failed_disk, r.rebuild.failed_at_s) {
+                    (Some(d), Some(t)) => format!("{d} @ {t:.2}"),
+                    _ => "-".into(),
+                })
+                .collect(),
+        );
+        line(
+            &mut s,
+            "rebuild time (virtual s)",
+            runs.iter()
+                .map(|r| opt(r.rebuild.virtual_seconds, 3))
+                .collect(),
+        );
+        line(
+            &mut s,
+            "rebuild moved (written/read)",
+            runs.iter()
+                .map(|r| {
+                    format!(
+                        "{} / {}",
+                        crate::pooldir::format_bytes(r.rebuild.bytes_moved),
+                        crate::pooldir::format_bytes(r.rebuild.bytes_read)
+                    )
+                })
+                .collect(),
+        );
+        line(
+            &mut s,
+            "MB/s before failure",
+            runs.iter()
+                .map(|r| f2(r.throughput_mb_s.before_failure))
+                .collect(),
+        );
+        line(
+            &mut s,
+            "MB/s during rebuild",
+            runs.iter()
+                .map(|r| opt(r.throughput_mb_s.during_rebuild, 2))
+                .collect(),
+        );
+        line(
+            &mut s,
+            "MB/s after rebuild",
+            runs.iter()
+                .map(|r| opt(r.throughput_mb_s.after_rebuild, 2))
+                .collect(),
+        );
+        line(
+            &mut s,
+            "verified blocks (written)",
+            runs.iter()
+                .map(|r| format!("{} ({})", r.verified_blocks, r.verified_written_blocks))
+                .collect(),
+        );
+        line(
+            &mut s,
+            "verified again after re-import",
+            runs.iter()
+                .map(|r| {
+                    r.verified_after_reimport_blocks
+                        .map_or_else(|| "-".to_string(), |b| b.to_string())
+                })
+                .collect(),
+        );
+        line(
+            &mut s,
+            "verify errors",
+            runs.iter().map(|r| r.verify_errors.to_string()).collect(),
+        );
+        line(
+            &mut s,
+            "final health",
+            runs.iter().map(|r| r.final_health.clone()).collect(),
+        );
+        if let Some(g) = self.gain {
+            let _ = writeln!(
+                s,
+                "gain over the baseline: {:.1}x IOPS total, {:.1}x IOPS of the slowest stream, {:.1}x lower p99 latency, {:.1}x less write amplification",
+                g.iops_total, g.iops_per_stream_min, g.p99_latency, g.write_amplification
+            );
+        }
+        if self.main.workload == "voice" {
+            let _ = writeln!(
+                s,
+                "the seed's question — over 200 IOPS of 4 KiB sequential writes for each of {} voice VMs (their ZFS appliance: 746 per VM): raidcore's slowest stream {:.0} IOPS ({:.1}x 200){}",
+                self.main.streams,
+                self.main.iops_per_stream_min,
+                self.main.iops_per_stream_min / 200.0,
+                self.baseline.as_ref().map_or(String::new(), |b| format!(
+                    ", baseline's {:.0} ({:.1}x 200)",
+                    b.iops_per_stream_min,
+                    b.iops_per_stream_min / 200.0
+                ))
+            );
+        }
+        for r in &runs {
+            for e in &r.errors {
+                let _ = writeln!(s, "  {} error: {e}", r.label);
+            }
+            if r.error_count > r.errors.len() as u64 {
+                let _ = writeln!(
+                    s,
+                    "  {} errors: {} more not shown",
+                    r.label,
+                    r.error_count - r.errors.len() as u64
+                );
+            }
+        }
+        let _ = writeln!(
+            s,
+            "verification: {}",
+            if self.verified() {
+                "PASSED (every block read back as written)"
+            } else {
+                "FAILED"
+            }
+        );
+        s
+    }
+}

@@ -1,0 +1,139 @@
+//! Workloads: their request streams are deterministic and have the documented shape, and each
+//! one runs against a pool and reads back what it wrote.
+
+use raidcore_sim::demo::{self, SimOptions};
+use raidcore_sim::model::ModelKind;
+use raidcore_sim::workload::data::{BLOCK, DataKind, DataSource};
+use raidcore_sim::workload::{Op, WorkloadKind, WorkloadSpec};
+
+fn ops(spec: &WorkloadSpec, seed: u64, n: usize) -> Vec<Vec<Op>> {
+    spec.streams(spec.streams, 4096, seed)
+        .into_iter()
+        .map(|mut s| (0..n).map(|_| s.next_op()).collect())
+        .collect()
+}
+
+#[test]
+fn streams_are_deterministic_per_seed() {
+    for kind in WorkloadKind::ALL {
+        let spec = WorkloadSpec::new(kind);
+        assert_eq!(ops(&spec, 5, 200), ops(&spec, 5, 200), "{kind}");
+        assert_ne!(ops(&spec, 5, 200), ops(&spec, 6, 200), "{kind}");
+    }
+}
+
+#[test]
+fn voice_is_sequential_4k_writes_with_the_asked_reads() {
+    let spec = WorkloadSpec::new(WorkloadKind::Voice);
+    assert_eq!(spec.streams, 8);
+    for stream in ops(&spec, 1, 5000) {
+        let writes: Vec<u64> = stream
+            .iter()
+            .filter_map(|o| match o {
+                Op::Write { lba, blocks: 1, .. } => Some(*lba),
+                Op::Write { .. } => panic!("voice writes one block: {o:?}"),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(writes.len(), 5000, "no reads unless asked");
+        for w in writes.windows(2) {
+            assert_eq!(
+                w[1],
+                (w[0] + 1) % 4096,
+                "sequential, wrapping at the LUN end"
+            );
+        }
+    }
+    let spec = WorkloadSpec {
+        read_percent: 10,
+        ..WorkloadSpec::new(WorkloadKind::Voice)
+    };
+    let all: Vec<Op> = ops(&spec, 1, 5000).concat();
+    let reads = all.iter().filter(|o| matches!(o, Op::Read { .. })).count();
+    // 10 % of 40,000 requests, give or take sampling noise.
+    assert!((3400..4600).contains(&reads), "{reads} reads");
+}
+
+#[test]
+fn mixed_has_oltp_vdi_and_file_server_shapes() {
+    let spec = WorkloadSpec::new(WorkloadKind::Mixed);
+    assert_eq!(spec.streams, 3);
+    let s = ops(&spec, 3, 20_000);
+    // OLTP: 8 KiB aligned, about 70 % reads.
+    let reads = s[0].iter().filter(|o| matches!(o, Op::Read { .. })).count();
+    assert!((13_400..14_600).contains(&reads), "OLTP reads {reads}");
+    assert!(s[0].iter().all(|o| match o {
+        Op::Read { lba, blocks } | Op::Write { lba, blocks, .. } => *blocks == 2 && lba % 2 == 0,
+        Op::Idle(_) => false,
+    }));
+    // VDI: bursts separated by idle time, mostly writes, 4–32 KiB.
+    let idles = s[1].iter().filter(|o| matches!(o, Op::Idle(_))).count();
+    assert!(idles > 100, "{idles} bursts");
+    let (mut w, mut r) = (0, 0);
+    for o in &s[1] {
+        match o {
+            Op::Write { blocks, .. } => {
+                w += 1;
+                assert!([1, 2, 4, 8].contains(blocks));
+            }
+            Op::Read { blocks, .. } => {
+                r += 1;
+                assert!([1, 2, 4, 8].contains(blocks));
+            }
+            Op::Idle(ns) => assert!((20_000_000..=200_000_000).contains(ns)),
+        }
+    }
+    assert!(w > 3 * r, "VDI is write-heavy: {w} writes, {r} reads");
+    // File server: runs of consecutive requests of up to 64 KiB.
+    assert!(s[2].iter().all(|o| match o {
+        Op::Read { blocks, .. } | Op::Write { blocks, .. } => *blocks <= 16,
+        Op::Idle(_) => false,
+    }));
+}
+
+#[test]
+fn synthetic_data_is_stable_and_as_compressible_as_asked() {
+    let d = DataSource::new(DataKind::Synthetic(50), 0, 9).unwrap();
+    assert_eq!(d.block(3), d.block(3));
+    assert_ne!(d.block(3), d.block(4));
+    let z = DataSource::new(DataKind::Synthetic(0), 0, 9).unwrap();
+    assert_eq!(z.block(1).len(), BLOCK);
+    assert!(DataKind::parse("synthetic:101").is_err());
+    assert_eq!(
+        DataKind::parse("synthetic:40").unwrap(),
+        DataKind::Synthetic(40)
+    );
+    assert_eq!(DataKind::parse("real").unwrap(), DataKind::Real);
+}
+
+#[test]
+fn real_data_comes_from_this_machine() {
+    let d = DataSource::new(DataKind::Real, 1 << 20, 0).unwrap();
+    assert_eq!(d.real_blocks(), 256);
+    assert!(d.files() > 0);
+    // Block ids wrap around what was read.
+    assert_eq!(d.block(5), d.block(5 + 256));
+}
+
+#[test]
+fn every_workload_runs_and_reads_back_what_it_wrote() {
+    for kind in WorkloadKind::ALL {
+        let opts = SimOptions {
+            workload: WorkloadSpec::new(kind),
+            model: ModelKind::SataSsd,
+            data: DataKind::Synthetic(40),
+            duration_ns: 200_000_000,
+            baseline: false,
+            scrub_after: false,
+            fail_at_permille: None,
+            ..SimOptions::tiny()
+        };
+        let out = demo::run(&opts, &mut |_, _, _| {}).unwrap();
+        let r = &out.report.main;
+        assert_eq!(r.verify_errors, 0, "{kind}: {:?}", r.errors);
+        assert_eq!(r.error_count, 0, "{kind}: {:?}", r.errors);
+        assert!(r.iops_total > 0.0, "{kind}");
+        assert!(r.verified_written_blocks > 0, "{kind}");
+        assert_eq!(r.workload, kind.name());
+    }
+}
