@@ -16,7 +16,9 @@ use rand_chacha::ChaCha8Rng;
 type TestPool = Pool<MemDisk, Vec<u8>, 8, 8, 64, 8>;
 
 fn disks(n: usize, mib: u64) -> Vec<MemDisk> {
-    (0..n).map(|_| MemDisk::new(BlockSize::B4096, mib * 256).unwrap()).collect()
+    (0..n)
+        .map(|_| MemDisk::new(BlockSize::B4096, mib * 256).unwrap())
+        .collect()
 }
 
 fn pool(cfg: PoolConfig, n: usize, mib: u64) -> TestPool {
@@ -49,12 +51,31 @@ fn noise(tag: u64, lba: u64) -> Vec<u8> {
 
 #[derive(Debug, Clone)]
 enum Op {
-    Write { lun: usize, lba: u64, blocks: u64, tag: u8, fua: bool },
-    Read { lun: usize, lba: u64, blocks: u64 },
-    Trim { lun: usize, lba: u64, blocks: u64 },
+    Write {
+        lun: usize,
+        lba: u64,
+        blocks: u64,
+        tag: u8,
+        fua: bool,
+    },
+    Read {
+        lun: usize,
+        lba: u64,
+        blocks: u64,
+    },
+    Trim {
+        lun: usize,
+        lba: u64,
+        blocks: u64,
+    },
     Flush,
-    Create { lun: usize, blocks: u64 },
-    Delete { lun: usize },
+    Create {
+        lun: usize,
+        blocks: u64,
+    },
+    Delete {
+        lun: usize,
+    },
     Reopen,
 }
 
@@ -75,7 +96,7 @@ fn op() -> impl Strategy<Value = Op> {
 /// Content of a written block: depends on the op's tag and the LBA, half compressible.
 fn content(tag: u8, lba: u64) -> Vec<u8> {
     let mut v = noise(u64::from(tag), lba);
-    if tag % 2 == 0 {
+    if tag.is_multiple_of(2) {
         v[LUN_BLOCK / 2..].fill(tag);
     }
     v
@@ -89,27 +110,42 @@ struct Model {
 fn run_model(ops: &[Op]) -> Result<(), TestCaseError> {
     let cfg = small_cfg(Level::Raid6);
     let mut p = Some(pool(cfg, 6, 64));
-    let mut m = Model { luns: HashMap::new() };
+    let mut m = Model {
+        luns: HashMap::new(),
+    };
     for (i, op) in ops.iter().enumerate() {
         let pl = p.as_mut().unwrap();
         match op.clone() {
             Op::Create { lun, blocks } => {
                 let name = format!("lun{lun}");
                 let r = pl.create_lun(&name, blocks);
-                if m.luns.contains_key(&lun) {
-                    prop_assert_eq!(r, Err(LunError::NameTaken), "op {}", i);
-                } else {
-                    let id = r.map_err(|e| TestCaseError::fail(format!("op {i}: create: {e}")))?;
-                    m.luns.insert(lun, (id, blocks, HashMap::new()));
+                match m.luns.entry(lun) {
+                    std::collections::hash_map::Entry::Occupied(_) => {
+                        prop_assert_eq!(r, Err(LunError::NameTaken), "op {}", i);
+                    }
+                    std::collections::hash_map::Entry::Vacant(v) => {
+                        let id =
+                            r.map_err(|e| TestCaseError::fail(format!("op {i}: create: {e}")))?;
+                        v.insert((id, blocks, HashMap::new()));
+                    }
                 }
             }
             Op::Delete { lun } => {
                 if let Some((id, _, _)) = m.luns.remove(&lun) {
-                    pl.delete_lun(id).map_err(|e| TestCaseError::fail(format!("op {i}: delete: {e}")))?;
+                    pl.delete_lun(id)
+                        .map_err(|e| TestCaseError::fail(format!("op {i}: delete: {e}")))?;
                 }
             }
-            Op::Write { lun, lba, blocks, tag, fua } => {
-                let Some((id, size, map)) = m.luns.get_mut(&lun) else { continue };
+            Op::Write {
+                lun,
+                lba,
+                blocks,
+                tag,
+                fua,
+            } => {
+                let Some((id, size, map)) = m.luns.get_mut(&lun) else {
+                    continue;
+                };
                 let data: Vec<u8> = (lba..lba + blocks).flat_map(|l| content(tag, l)).collect();
                 let r = pl.write(*id, lba, &data, fua);
                 if lba + blocks > *size {
@@ -122,7 +158,9 @@ fn run_model(ops: &[Op]) -> Result<(), TestCaseError> {
                 }
             }
             Op::Trim { lun, lba, blocks } => {
-                let Some((id, size, map)) = m.luns.get_mut(&lun) else { continue };
+                let Some((id, size, map)) = m.luns.get_mut(&lun) else {
+                    continue;
+                };
                 let r = pl.trim(*id, lba, blocks);
                 if lba + blocks > *size {
                     prop_assert_eq!(r, Err(IoError::OutOfRange), "op {}", i);
@@ -134,7 +172,9 @@ fn run_model(ops: &[Op]) -> Result<(), TestCaseError> {
                 }
             }
             Op::Read { lun, lba, blocks } => {
-                let Some((id, size, map)) = m.luns.get(&lun) else { continue };
+                let Some((id, size, map)) = m.luns.get(&lun) else {
+                    continue;
+                };
                 let mut buf = vec![0u8; blocks as usize * LUN_BLOCK];
                 let r = pl.read(*id, lba, &mut buf);
                 if lba + blocks > *size {
@@ -145,18 +185,36 @@ fn run_model(ops: &[Op]) -> Result<(), TestCaseError> {
                 for (k, l) in (lba..lba + blocks).enumerate() {
                     let got = &buf[k * LUN_BLOCK..(k + 1) * LUN_BLOCK];
                     match map.get(&l) {
-                        Some(&tag) => prop_assert!(got == content(tag, l).as_slice(), "op {}: lun {} lba {} wrong data", i, lun, l),
-                        None => prop_assert!(got.iter().all(|&b| b == 0), "op {}: lun {} lba {} not zero", i, lun, l),
+                        Some(&tag) => prop_assert!(
+                            got == content(tag, l).as_slice(),
+                            "op {}: lun {} lba {} wrong data",
+                            i,
+                            lun,
+                            l
+                        ),
+                        None => prop_assert!(
+                            got.iter().all(|&b| b == 0),
+                            "op {}: lun {} lba {} not zero",
+                            i,
+                            lun,
+                            l
+                        ),
                     }
                 }
             }
-            Op::Flush => pl.flush().map_err(|e| TestCaseError::fail(format!("op {i}: flush: {e}")))?,
+            Op::Flush => pl
+                .flush()
+                .map_err(|e| TestCaseError::fail(format!("op {i}: flush: {e}")))?,
             Op::Reopen => {
                 // Clean shutdown and import: everything written reads back.
                 let (members, spares, mem) = p.take().unwrap().shutdown().unwrap();
                 let all: Vec<MemDisk> = members.into_iter().flatten().chain(spares).collect();
-                let opts = raidcore::pool::ImportOptions { config: cfg, skip_refused: false };
-                let (np, _) = TestPool::import(all, opts, mem).map_err(|e| TestCaseError::fail(format!("op {i}: import: {e}")))?;
+                let opts = raidcore::pool::ImportOptions {
+                    config: cfg,
+                    skip_refused: false,
+                };
+                let (np, _) = TestPool::import(all, opts, mem)
+                    .map_err(|e| TestCaseError::fail(format!("op {i}: import: {e}")))?;
                 p = Some(np);
             }
         }
@@ -166,10 +224,16 @@ fn run_model(ops: &[Op]) -> Result<(), TestCaseError> {
     for (lun, (id, size, map)) in &m.luns {
         let mut buf = vec![0u8; LUN_BLOCK];
         for l in 0..*size {
-            pl.read(*id, l, &mut buf).map_err(|e| TestCaseError::fail(format!("final read: {e}")))?;
+            pl.read(*id, l, &mut buf)
+                .map_err(|e| TestCaseError::fail(format!("final read: {e}")))?;
             match map.get(&l) {
                 Some(&tag) => prop_assert!(buf == content(tag, l), "final: lun {} lba {}", lun, l),
-                None => prop_assert!(buf.iter().all(|&b| b == 0), "final: lun {} lba {} not zero", lun, l),
+                None => prop_assert!(
+                    buf.iter().all(|&b| b == 0),
+                    "final: lun {} lba {} not zero",
+                    lun,
+                    l
+                ),
             }
         }
     }
@@ -196,7 +260,9 @@ fn machine_files(dirs: &[&str], max: usize, executables: bool) -> Vec<u8> {
     let mut paths = Vec::new();
     let mut stack: Vec<std::path::PathBuf> = dirs.iter().map(Into::into).collect();
     while let Some(d) = stack.pop() {
-        let Ok(rd) = std::fs::read_dir(&d) else { continue };
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
         for e in rd.flatten() {
             let p = e.path();
             let Ok(ft) = e.file_type() else { continue };
@@ -216,9 +282,15 @@ fn machine_files(dirs: &[&str], max: usize, executables: bool) -> Vec<u8> {
         let Ok(b) = std::fs::read(&p) else { continue };
         let is_elf = b.starts_with(b"\x7fELF");
         // Already-compressed files (gzip, xz, bzip2, zstd, PNG) are not text.
-        let packed = [&b"\x1f\x8b"[..], b"\xfd7zXZ", b"BZh", b"\x28\xb5\x2f\xfd", b"\x89PNG"]
-            .iter()
-            .any(|m| b.starts_with(m));
+        let packed = [
+            &b"\x1f\x8b"[..],
+            b"\xfd7zXZ",
+            b"BZh",
+            b"\x28\xb5\x2f\xfd",
+            b"\x89PNG",
+        ]
+        .iter()
+        .any(|m| b.starts_with(m));
         if executables != is_elf || (!executables && packed) {
             continue;
         }
@@ -229,7 +301,11 @@ fn machine_files(dirs: &[&str], max: usize, executables: bool) -> Vec<u8> {
 }
 
 fn write_and_check(data: &[u8], compression: bool) -> (f64, u64) {
-    let cfg = PoolConfig { compression, max_extent_blocks: 16, ..small_cfg(Level::Raid6) };
+    let cfg = PoolConfig {
+        compression,
+        max_extent_blocks: 16,
+        ..small_cfg(Level::Raid6)
+    };
     let mut p = pool(cfg, 6, 128);
     let blocks = (data.len() / LUN_BLOCK) as u64;
     let lun = p.create_lun("files", blocks).unwrap();
@@ -248,10 +324,20 @@ fn write_and_check(data: &[u8], compression: bool) -> (f64, u64) {
 
 #[test]
 fn machine_text_compresses_and_reads_back() {
-    let text = machine_files(&["/usr/share/doc", "/usr/share/common-licenses"], 8 << 20, false);
-    assert!(text.len() >= 1 << 20, "need at least 1 MiB of /usr/share/doc");
+    let text = machine_files(
+        &["/usr/share/doc", "/usr/share/common-licenses"],
+        8 << 20,
+        false,
+    );
+    assert!(
+        text.len() >= 1 << 20,
+        "need at least 1 MiB of /usr/share/doc"
+    );
     let (ratio, savings) = write_and_check(&text, true);
-    println!("{} bytes of /usr/share/doc: compression ratio {ratio:.2}", text.len());
+    println!(
+        "{} bytes of /usr/share/doc: compression ratio {ratio:.2}",
+        text.len()
+    );
     assert!(ratio > 1.5, "text compressed only {ratio:.2}x");
     assert!(savings > text.len() as u64 / 4);
 }
@@ -261,7 +347,10 @@ fn machine_binaries_read_back() {
     let bins = machine_files(&["/usr/lib/x86_64-linux-gnu", "/usr/bin"], 8 << 20, true);
     assert!(bins.len() >= 1 << 20, "need at least 1 MiB of ELF files");
     let (ratio, _) = write_and_check(&bins, true);
-    println!("{} bytes of ELF files: compression ratio {ratio:.2}", bins.len());
+    println!(
+        "{} bytes of ELF files: compression ratio {ratio:.2}",
+        bins.len()
+    );
     assert!(ratio >= 1.0);
 }
 
@@ -285,7 +374,9 @@ fn eight_streams(compressible: bool) -> f64 {
         ..PoolConfig::default()
     };
     let mut p = pool(cfg, 6, 512);
-    let luns: Vec<u16> = (0..8).map(|i| p.create_lun(&format!("vm{i}"), 4096).unwrap()).collect();
+    let luns: Vec<u16> = (0..8)
+        .map(|i| p.create_lun(&format!("vm{i}"), 4096).unwrap())
+        .collect();
     let before = p.stats();
     for step in 0..24_000u64 {
         let s = (step % 8) as usize;
@@ -321,12 +412,20 @@ fn eight_streams(compressible: bool) -> f64 {
 #[test]
 fn write_amplification_of_eight_sequential_streams() {
     let wa = eight_streams(false);
-    println!("8 sequential 4 KiB streams, RAID-6 4+2, incompressible: write amplification {wa:.4} (minimum 1.5)");
-    assert!(wa >= 1.5, "below the geometric minimum: accounting is wrong ({wa})");
+    println!(
+        "8 sequential 4 KiB streams, RAID-6 4+2, incompressible: write amplification {wa:.4} (minimum 1.5)"
+    );
+    assert!(
+        wa >= 1.5,
+        "below the geometric minimum: accounting is wrong ({wa})"
+    );
     assert!(wa <= 1.5 * 1.03, "more than 3 % above 1.5: {wa}");
     let wa_c = eight_streams(true);
     println!("… compressible: write amplification {wa_c:.4}");
-    assert!(wa_c < 1.5, "compressible data should cost less than the geometric minimum: {wa_c}");
+    assert!(
+        wa_c < 1.5,
+        "compressible data should cost less than the geometric minimum: {wa_c}"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -335,8 +434,11 @@ fn write_amplification_of_eight_sequential_streams() {
 #[test]
 fn steady_state_random_overwrites_with_twenty_percent_headroom() {
     let seed = 11u64;
-    let cfg = PoolConfig { compression: false, ..small_cfg(Level::Raid5) };
-    let mut p = pool(cfg, 4, 48);
+    let cfg = PoolConfig {
+        compression: false,
+        ..small_cfg(Level::Raid5)
+    };
+    let mut p = pool(cfg, 4, 12);
     let usable = p.usable_bytes();
     let blocks = usable * 8 / 10 / LUN_BLOCK as u64;
     let lun = p.create_lun("steady", blocks).unwrap();
@@ -361,7 +463,10 @@ fn steady_state_random_overwrites_with_twenty_percent_headroom() {
     let mut buf = vec![0u8; LUN_BLOCK];
     for lba in 0..blocks {
         p.read(lun, lba, &mut buf).unwrap();
-        assert!(buf == noise(u64::from(model[lba as usize]), lba), "seed {seed}: lba {lba}");
+        assert!(
+            buf == noise(u64::from(model[lba as usize]), lba),
+            "seed {seed}: lba {lba}"
+        );
     }
     let st = p.stats();
     println!(
@@ -374,7 +479,10 @@ fn steady_state_random_overwrites_with_twenty_percent_headroom() {
 
 #[test]
 fn a_truly_full_pool_says_no_space_and_loses_nothing() {
-    let cfg = PoolConfig { compression: false, ..small_cfg(Level::Raid5) };
+    let cfg = PoolConfig {
+        compression: false,
+        ..small_cfg(Level::Raid5)
+    };
     let mut p = pool(cfg, 4, 24);
     let usable = p.usable_bytes() / LUN_BLOCK as u64;
     // Two thin LUNs that together exceed the pool (overcommit).
@@ -395,7 +503,10 @@ fn a_truly_full_pool_says_no_space_and_loses_nothing() {
     }
     let (lun, lba, e) = err.expect("the pool never filled");
     assert_eq!(e, IoError::NoSpace);
-    assert!(written as f64 >= usable as f64 * 0.9, "filled only {written} of {usable} blocks");
+    assert!(
+        written as f64 >= usable as f64 * 0.9,
+        "filled only {written} of {usable} blocks"
+    );
     p.flush().unwrap();
     // Everything acknowledged reads back.
     let mut buf = vec![0u8; LUN_BLOCK];
@@ -412,7 +523,8 @@ fn a_truly_full_pool_says_no_space_and_loses_nothing() {
     }
     // Freeing space (trim) lets writes continue.
     p.trim(a, 0, usable / 2).unwrap();
-    p.write(lun, lba, &noise(u64::from(lun), lba), false).unwrap();
+    p.write(lun, lba, &noise(u64::from(lun), lba), false)
+        .unwrap();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -421,11 +533,19 @@ fn a_truly_full_pool_says_no_space_and_loses_nothing() {
 #[test]
 fn one_tib_lun_runs_in_the_same_ram_as_one_gib() {
     type BigPool = Pool<MemDisk, Vec<u8>, 8, 4, 64, 8>;
-    let cfg = PoolConfig { max_segments: 4096, ..PoolConfig::default() };
+    let cfg = PoolConfig {
+        max_segments: 4096,
+        ..PoolConfig::default()
+    };
     let arena = BigPool::memory_bytes(&cfg, 6);
     let object = std::mem::size_of::<BigPool>();
-    for (lun_bytes, disk_blocks) in [(1u64 << 30, (1u64 << 30) / 4096), (1u64 << 40, (300u64 << 30) / 4096)] {
-        let members: Vec<MemDisk> = (0..6).map(|_| MemDisk::new(BlockSize::B4096, disk_blocks).unwrap()).collect();
+    for (lun_bytes, disk_blocks) in [
+        (1u64 << 30, (1u64 << 30) / 4096),
+        (1u64 << 40, (300u64 << 30) / 4096),
+    ] {
+        let members: Vec<MemDisk> = (0..6)
+            .map(|_| MemDisk::new(BlockSize::B4096, disk_blocks).unwrap())
+            .collect();
         let mut p = BigPool::create(members, Vec::new(), cfg, [9; 16], vec![0u8; arena]).unwrap();
         let blocks = lun_bytes / LUN_BLOCK as u64;
         let lun = p.create_lun("big", blocks).unwrap();
@@ -454,4 +574,3 @@ fn one_tib_lun_runs_in_the_same_ram_as_one_gib() {
     // The arena is fixed by configuration; this is what the two runs above used.
     assert!(arena < 16 << 20, "arena {arena}");
 }
-

@@ -517,6 +517,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         }
         let budget = self.st.cfg.stripes_per_step;
         let (st, mut b) = self.bufs()?;
+        st.after_membership_change()?;
         let mut rep = MaintenanceReport {
             rebuilt_stripes: st.rebuild_step(&mut b, budget)?,
             ..MaintenanceReport::default()

@@ -27,7 +27,7 @@ pub(crate) mod state;
 mod tests;
 
 use heapless::Vec;
-use raidcore_hal::{BlockDevice, BlockSize};
+use raidcore_hal::{BlockDevice, BlockSize, Error as _};
 
 use crate::event::EventLog;
 use crate::format::{
@@ -388,13 +388,25 @@ impl<D, M, const N: usize, const L: usize, const P: usize, const S: usize> core:
 }
 
 /// Reads the newer valid superblock of a disk (slots A and B).
+///
+/// A retryable error (transport, timeout) is retried as often as the array retries member I/O
+/// ([`ArrayConfig::retries`]), so a hiccup at import does not leave a
+/// healthy member out of the pool.
 pub fn read_superblock<D: BlockDevice>(disk: &mut D) -> Result<Superblock, OpenError> {
     let mut slot = [0u8; SLOT_BYTES];
     let per = (SLOT_BYTES / disk.block_size().bytes()) as u64;
+    let retries = ArrayConfig::default().retries;
     let mut best: Option<Superblock> = None;
     let mut version = None;
     for i in 0..2 {
-        if disk.read(i * per, &mut slot).is_err() {
+        let mut attempt = 0;
+        let read = loop {
+            match disk.read(i * per, &mut slot) {
+                Err(e) if e.kind().is_retryable() && attempt < retries => attempt += 1,
+                r => break r,
+            }
+        };
+        if read.is_err() {
             continue;
         }
         match Superblock::decode(&slot) {
@@ -607,7 +619,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             ));
         }
         let segments = (geo.stripes() / u64::from(seg_stripes)) as u32;
-        let min = u32::from(cfg.reserved_segments) + cfg.cleaner_reserve + 2;
+        let min = 2 * u32::from(cfg.reserved_segments) + cfg.cleaner_reserve + 2;
         if segments < min {
             return Err(OpenError::Geometry(GeometryError::TooSmall));
         }
@@ -650,7 +662,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             bad: Vec::new(),
             now: 0,
             tick: 0,
-            raw_holds: None,
+            raw_cache: Vec::new(),
             rebuild: None,
             scrub: None,
             table: if cfg.max_extent_blocks as usize * LUN_BLOCK < 65535 {
@@ -665,6 +677,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             recorded_states: recorded,
             session_client_bytes: 0,
             clean_skip: Vec::new(),
+            cleaned: Vec::new(),
             last_scrub: (0, 0),
         }
     }
@@ -846,10 +859,12 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         Ok((Pool { st, mem }, report))
     }
 
-    /// Capacity clients can fill, in bytes: all segments but the log's and cleaner's reserve.
+    /// Capacity clients can fill, in bytes: all segments but the log's window of reserved
+    /// segments, the free segments that renew it at the next checkpoint (as many again), and
+    /// the cleaner's reserve — exactly what the cleaner keeps free before it takes a write.
     pub fn usable_bytes(&self) -> u64 {
         let keep =
-            u64::from(self.st.cfg.reserved_segments) + u64::from(self.st.cfg.cleaner_reserve);
+            2 * u64::from(self.st.cfg.reserved_segments) + u64::from(self.st.cfg.cleaner_reserve);
         u64::from(self.st.segments()).saturating_sub(keep) * self.st.segment_bytes()
     }
 
@@ -1030,9 +1045,16 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             return Err(IoError::Faulted);
         }
         let (st, mut b) = self.bufs()?;
+        let mut res = Ok(());
         for (i, blk) in buf.chunks_exact_mut(LUN_BLOCK).enumerate() {
-            st.read_block(&mut b, lun, lba + i as u64, blk)?;
+            res = st.read_block(&mut b, lun, lba + i as u64, blk);
+            if res.is_err() {
+                break;
+            }
         }
+        // A member that failed under the reads gets a spare and a rebuild now.
+        st.after_membership_change()?;
+        res?;
         st.counters.client_bytes_read += buf.len() as u64;
         Ok(())
     }
@@ -1251,9 +1273,12 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
                 pages += 1;
             }
         }
-        let tables = format::round_up(64 + 16 + self.luns.len() * 72, format::SECTOR)
-            + format::round_up(64 + 16 + self.bad.len() * 16, format::SECTOR)
-            + format::round_up(64 + self.segments() as usize * format::SEG_ENTRY_BYTES, format::SECTOR);
+        let tables = format::round_up(64 + 16 + self.luns.len() * 72, format::ITEM_ALIGN)
+            + format::round_up(64 + 16 + self.bad.len() * 16, format::ITEM_ALIGN)
+            + format::round_up(
+                64 + self.segments() as usize * format::SEG_ENTRY_BYTES,
+                format::ITEM_ALIGN,
+            );
         pages * 4096 + tables
     }
 
