@@ -12,9 +12,9 @@
 //! the other valid. Checkpoint roots go round the ring, one slot per checkpoint generation, on
 //! every member.
 //!
-//! ## Log items (in the data area, 512-byte aligned)
+//! ## Log items (in the data area, 64-byte aligned)
 //! Every item starts with a 64-byte [`ItemHeader`] followed by its payload; the item occupies
-//! `round_up(64 + stored_len, 512)` bytes. Items never cross a segment boundary; they may cross
+//! `round_up(64 + stored_len, 64)` bytes. Items never cross a segment boundary; they may cross
 //! stripe boundaries.
 //!
 //! Fixed-layout structures (item and intent-log headers, map entries) are little-endian at fixed
@@ -41,8 +41,12 @@ pub const ZIL_MAGIC: u32 = u32::from_le_bytes(*b"RCZL");
 pub const SLOT_BYTES: usize = 4096;
 /// Label slots before the intent log: two superblocks and the root ring.
 pub const ROOT_SLOTS: u32 = 8;
-/// Alignment and allocation unit of log items, in bytes.
+/// A disk sector, in bytes: the unit intent-log ranges are rounded to, and the least a kept
+/// compression must save.
 pub const SECTOR: usize = 512;
+/// Alignment and allocation unit of log items, in bytes: a 64-byte header plus a 4 KiB block
+/// costs 4160 bytes, not 4608.
+pub const ITEM_ALIGN: usize = 64;
 /// Size of an item header and of an intent-log record header, in bytes.
 pub const HEADER_BYTES: usize = 64;
 /// Client block size, in bytes: LUN LBAs count 4 KiB blocks.
@@ -195,10 +199,10 @@ pub struct ItemHeader {
 }
 
 impl ItemHeader {
-    /// Bytes the whole item occupies in the log (header + payload, rounded to a sector).
+    /// Bytes the whole item occupies in the log (header + payload, rounded to 64 bytes).
     #[must_use]
     pub const fn item_bytes(&self) -> usize {
-        round_up(HEADER_BYTES + self.stored_len as usize, SECTOR)
+        round_up(HEADER_BYTES + self.stored_len as usize, ITEM_ALIGN)
     }
 
     /// Encodes into the first 64 bytes of `out` (which must be at least that long).
@@ -245,11 +249,15 @@ impl ItemHeader {
             addr: get_u64(b, 48),
         };
         // Extents may decompress to more than they store; nothing else is compressed.
-        let max_raw = if h.kind == ItemKind::Extent { MAX_EXTENT_BYTES } else { max_payload };
+        let max_raw = if h.kind == ItemKind::Extent {
+            MAX_EXTENT_BYTES
+        } else {
+            max_payload
+        };
         if h.stored_len as usize > max_payload || h.raw_len as usize > max_raw {
             return Err(FormatError::Bounds);
         }
-        if !h.addr.is_multiple_of(SECTOR as u64) {
+        if !h.addr.is_multiple_of(ITEM_ALIGN as u64) {
             return Err(FormatError::Bounds);
         }
         Ok(h)
@@ -285,16 +293,16 @@ impl BlockPtr {
 
 /// One 16-byte map entry: where a LUN block (leaf pages) or a child page (index pages) lives.
 ///
-/// Layout: `[0..5]` item address in 512-byte sectors, `[5]` block index inside the extent, `[6]`
-/// extent block count, `[7]` flags (bit 0 valid, bit 1 compressed), `[8..12]` stored payload
-/// length in bytes (the item's length follows from it), `[12..16]` payload CRC32C. An all-zero
-/// entry is unmapped.
+/// Layout: `[0..6]` item address in 64-byte units, `[6]` block index inside the extent, `[7]`
+/// extent block count, `[8..12]` stored payload length in bytes (bit 31: valid, bit 30:
+/// compressed; the item's length follows from it), `[12..16]` payload CRC32C. An all-zero entry
+/// is unmapped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct MapEntry {
-    /// Item address in 512-byte sectors.
-    pub sector: u64,
-    /// Stored payload bytes of the item.
+    /// Item address in 64-byte units.
+    pub unit: u64,
+    /// Stored payload bytes of the item (below 2^30).
     pub stored_len: u32,
     /// Index of this block inside its extent.
     pub index: u8,
@@ -311,7 +319,7 @@ pub struct MapEntry {
 impl MapEntry {
     /// The unmapped entry.
     pub const NONE: MapEntry = MapEntry {
-        sector: 0,
+        unit: 0,
         stored_len: 0,
         index: 0,
         blocks: 0,
@@ -323,13 +331,13 @@ impl MapEntry {
     /// Log address of the item, in bytes.
     #[must_use]
     pub const fn addr(&self) -> u64 {
-        self.sector * SECTOR as u64
+        self.unit * ITEM_ALIGN as u64
     }
 
     /// Item length in the log, in bytes.
     #[must_use]
     pub const fn item_bytes(&self) -> usize {
-        round_up(HEADER_BYTES + self.stored_len as usize, SECTOR)
+        round_up(HEADER_BYTES + self.stored_len as usize, ITEM_ALIGN)
     }
 
     /// An entry pointing at a whole map page item (index pages).
@@ -339,7 +347,7 @@ impl MapEntry {
             return MapEntry::NONE;
         }
         MapEntry {
-            sector: p.addr / SECTOR as u64,
+            unit: p.addr / ITEM_ALIGN as u64,
             stored_len: (p.len as usize).saturating_sub(HEADER_BYTES) as u32,
             index: 0,
             blocks: 0,
@@ -383,12 +391,14 @@ impl MapEntry {
     pub fn encode(&self, out: &mut [u8], at: usize) {
         let mut b = [0u8; ENTRY_BYTES];
         if self.valid {
-            let s = self.sector.to_le_bytes();
-            b[..5].copy_from_slice(&s[..5]);
-            b[5] = self.index;
-            b[6] = self.blocks;
-            b[7] = 1 | if self.compressed { 2 } else { 0 };
-            b[8..12].copy_from_slice(&self.stored_len.to_le_bytes());
+            let u = self.unit.to_le_bytes();
+            b[..6].copy_from_slice(&u[..6]);
+            b[6] = self.index;
+            b[7] = self.blocks;
+            let len = (self.stored_len & 0x3fff_ffff)
+                | 0x8000_0000
+                | if self.compressed { 0x4000_0000 } else { 0 };
+            b[8..12].copy_from_slice(&len.to_le_bytes());
             b[12..16].copy_from_slice(&self.crc.to_le_bytes());
         }
         put(out, at, &b);
@@ -400,20 +410,20 @@ impl MapEntry {
         let Some(e) = b.get(at..at + ENTRY_BYTES) else {
             return MapEntry::NONE;
         };
-        let flags = e.get(7).copied().unwrap_or(0);
-        if flags & 1 == 0 {
+        let len = get_u32(e, 8);
+        if len & 0x8000_0000 == 0 {
             return MapEntry::NONE;
         }
-        let mut s = [0u8; 8];
-        if let (Some(d), Some(src)) = (s.get_mut(..5), e.get(..5)) {
+        let mut u = [0u8; 8];
+        if let (Some(d), Some(src)) = (u.get_mut(..6), e.get(..6)) {
             d.copy_from_slice(src);
         }
         MapEntry {
-            sector: u64::from_le_bytes(s),
-            stored_len: get_u32(e, 8),
-            index: e.get(5).copied().unwrap_or(0),
-            blocks: e.get(6).copied().unwrap_or(0),
-            compressed: flags & 2 != 0,
+            unit: u64::from_le_bytes(u),
+            stored_len: len & 0x3fff_ffff,
+            index: e.get(6).copied().unwrap_or(0),
+            blocks: e.get(7).copied().unwrap_or(0),
+            compressed: len & 0x4000_0000 != 0,
             crc: get_u32(e, 12),
             valid: true,
         }
@@ -867,7 +877,7 @@ mod tests {
             payload_crc: 0xdead_beef,
             seq: 99,
             pool: 0x1122_3344_5566_7788,
-            addr: 512 * 1000,
+            addr: 64 * 1001,
         }
     }
 
@@ -877,7 +887,7 @@ mod tests {
         let h = header();
         h.encode(&mut b).unwrap();
         assert_eq!(ItemHeader::decode(&b, 1 << 20), Ok(h));
-        assert_eq!(h.item_bytes(), round_up(64 + 30_000, 512));
+        assert_eq!(h.item_bytes(), round_up(64 + 30_000, 64));
         for i in 0..64 {
             let mut c = b;
             c[i] ^= 0x40;
@@ -896,7 +906,7 @@ mod tests {
     #[test]
     fn map_entry_round_trip() {
         let e = MapEntry {
-            sector: (1 << 40) - 1,
+            unit: (1 << 48) - 1,
             stored_len: 131_072,
             index: 15,
             blocks: 32,

@@ -116,7 +116,9 @@ impl core::fmt::Display for ErrorKind {
         match self {
             ErrorKind::OutOfRange => f.write_str("LBA range out of range"),
             ErrorKind::Misaligned => f.write_str("buffer is not a whole number of blocks"),
-            ErrorKind::Medium { lba } => write!(f, "medium error (latent sector error) at LBA {lba}"),
+            ErrorKind::Medium { lba } => {
+                write!(f, "medium error (latent sector error) at LBA {lba}")
+            }
             ErrorKind::Transport => f.write_str("transport error"),
             ErrorKind::DeviceFailed => f.write_str("device failed"),
             ErrorKind::Timeout => f.write_str("device timed out"),
@@ -257,11 +259,23 @@ mod tests {
     #[test]
     fn check_io_rules() {
         assert_eq!(check_io(BlockSize::B512, 8, 0, 4096), Ok(8));
-        assert_eq!(check_io(BlockSize::B512, 8, 1, 4096), Err(ErrorKind::OutOfRange));
+        assert_eq!(
+            check_io(BlockSize::B512, 8, 1, 4096),
+            Err(ErrorKind::OutOfRange)
+        );
         assert_eq!(check_io(BlockSize::B512, 8, 7, 512), Ok(1));
-        assert_eq!(check_io(BlockSize::B512, 8, 0, 0), Err(ErrorKind::Misaligned));
-        assert_eq!(check_io(BlockSize::B4096, 8, 0, 512), Err(ErrorKind::Misaligned));
-        assert_eq!(check_io(BlockSize::B4096, 8, u64::MAX, 4096), Err(ErrorKind::OutOfRange));
+        assert_eq!(
+            check_io(BlockSize::B512, 8, 0, 0),
+            Err(ErrorKind::Misaligned)
+        );
+        assert_eq!(
+            check_io(BlockSize::B4096, 8, 0, 512),
+            Err(ErrorKind::Misaligned)
+        );
+        assert_eq!(
+            check_io(BlockSize::B4096, 8, u64::MAX, 4096),
+            Err(ErrorKind::OutOfRange)
+        );
         assert_eq!(check_range(8, 0, 0), Err(ErrorKind::OutOfRange));
     }
 

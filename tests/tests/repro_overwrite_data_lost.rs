@@ -80,7 +80,12 @@ fn block(id: u64) -> Vec<u8> {
 
 #[test]
 fn interleaved_sequential_overwrites_read_back() {
-    let cfg = PoolConfig::default();
+    let cfg = PoolConfig {
+        max_extent_blocks: 16,
+        segment_stripes: 8,
+        reserved_segments: 8,
+        ..PoolConfig::default()
+    };
     let disks: Vec<Sparse> = (0..6)
         .map(|_| Sparse {
             blocks: (64 << 20) / 512,

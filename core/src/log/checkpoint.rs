@@ -21,8 +21,9 @@ use heapless::Vec;
 use raidcore_hal::BlockDevice;
 
 use crate::format::{
-    self, BlockPtr, HEADER_BYTES, ItemHeader, ItemKind, LogCursor, LunRecord, MapEntry, ROOT_MAGIC,
-    ROOT_SLOTS, Root, SECTOR, SEG_ENTRY_BYTES, SLOT_BYTES, SegEntry, SegState, round_up,
+    self, BlockPtr, HEADER_BYTES, ITEM_ALIGN, ItemHeader, ItemKind, LogCursor, LunRecord, MapEntry,
+    ROOT_MAGIC, ROOT_SLOTS, Root, SECTOR, SEG_ENTRY_BYTES, SLOT_BYTES, SegEntry, SegState,
+    round_up,
 };
 use crate::log::Expect;
 use crate::pool::IoError;
@@ -163,6 +164,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         self.log.res_idx = 0;
         self.table_ptrs = [lun_ptr, sut_ptr, bad_ptr];
         self.release_pending(b);
+        self.settle_cleaned(b);
         self.zil_obsolete();
         self.log.pages_since_checkpoint = 0;
         self.counters.checkpoints += 1;
@@ -216,7 +218,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
     /// Appends the segment usage table itself; its own bytes are counted before it is encoded.
     fn append_sut(&mut self, b: &mut Bufs) -> Result<BlockPtr, IoError> {
         let len = self.segments() as usize * SEG_ENTRY_BYTES;
-        let bytes = round_up(HEADER_BYTES + len, SECTOR);
+        let bytes = round_up(HEADER_BYTES + len, ITEM_ALIGN);
         self.ensure_room(&mut b.log, b.sut, bytes)?;
         let addr = self.log.head();
         let seg = self.seg_of(addr);
@@ -475,7 +477,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
                 seg_account(b.sut, seg, bytes, true);
                 for i in 0..h.blocks {
                     let e = MapEntry {
-                        sector: h.addr / SECTOR as u64,
+                        unit: h.addr / ITEM_ALIGN as u64,
                         stored_len: h.stored_len,
                         index: i as u8,
                         blocks: h.blocks as u8,

@@ -4,8 +4,9 @@
 //! once two later checkpoints are durable. Liveness is decided by the map itself: an extent
 //! block is live when the map still points at that item, a page when its parent does.
 //!
-//! The log reserves `reserved_segments + cleaner_reserve` free segments beyond what clients may
-//! fill, so the cleaner's own writes never fail for lack of space; a write that would need them
+//! Besides its window of `reserved_segments`, the log keeps `reserved_segments + cleaner_reserve`
+//! free segments (to renew the window at the next checkpoint, and for the cleaner) beyond what
+//! clients may fill ([`Pool::usable_bytes`](crate::pool::Pool::usable_bytes)), so the cleaner's own writes never fail for lack of space; a write that would need them
 //! gets [`IoError::NoSpace`] instead, before anything is buffered.
 
 use raidcore_hal::BlockDevice;
@@ -32,8 +33,8 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         let _ = blocks;
         let mut stuck = 0;
         while self.free_segments(b) <= self.free_threshold() {
-            let pending =
-                (0..self.segments()).any(|s| matches!(b.seg(s).state, SegState::Pending(_)));
+            let pending = !self.cleaned.is_empty()
+                || (0..self.segments()).any(|s| matches!(b.seg(s).state, SegState::Pending(_)));
             if self.clean_one(b)? {
                 stuck = 0;
                 continue;
@@ -63,6 +64,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             if e.state != SegState::Used
                 || self.log.reserved.contains(&s)
                 || self.clean_skip.contains(&s)
+                || self.cleaned.contains(&s)
             {
                 continue;
             }
@@ -88,13 +90,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             return Ok(true);
         }
         self.relocate_segment(b, seg)?;
-        let e = b.seg(seg);
-        if e.live > 0 {
-            // Live map pages were marked dirty and tables are superseded: a checkpoint moves them.
-            self.checkpoint(b)?;
-        }
-        let e = b.seg(seg);
-        if e.live == 0 {
+        if b.seg(seg).live == 0 {
             b.set_seg(
                 seg,
                 SegEntry {
@@ -102,11 +98,24 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
                     state: SegState::Pending(self.root_gen as u32),
                 },
             );
-        } else {
-            // Something there could not be moved (damaged beyond repair): leave it alone.
-            let _ = self.clean_skip.push(seg);
+        } else if self.cleaned.push(seg).is_err() {
+            // Live map pages were marked dirty and tables are superseded: a checkpoint moves
+            // them for the whole batch (one checkpoint per victim would cost more than it frees).
+            self.checkpoint(b)?;
+            let _ = self.cleaned.push(seg);
         }
         Ok(true)
+    }
+
+    /// After a checkpoint: batch victims it emptied became pending with it; any still holding
+    /// live bytes could not be moved (damaged beyond repair) and are left alone.
+    pub(crate) fn settle_cleaned(&mut self, b: &Bufs) {
+        for &seg in &self.cleaned {
+            if b.seg(seg).live > 0 && !self.clean_skip.contains(&seg) {
+                let _ = self.clean_skip.push(seg);
+            }
+        }
+        self.cleaned.clear();
     }
 
     /// Re-appends everything live in segment `seg`.
@@ -196,15 +205,10 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             }
         }
         let Some(e) = any else { return Ok(()) };
-        self.raw_holds = None;
-        if self
-            .load_extent(b, h.lun, h.lba + u64::from(e.index), e)
-            .is_err()
-        {
+        let Ok(base) = self.load_extent(b, h.lun, h.lba + u64::from(e.index), e) else {
             // Damaged beyond repair: leave it (reads report it); the segment stays.
             return Ok(());
-        }
-        self.raw_holds = None;
+        };
         let mut i = 0usize;
         let n = h.blocks.min(32) as usize;
         while i < n {
@@ -218,7 +222,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             }
             let data = b
                 .raw
-                .get(i * LUN_BLOCK..j * LUN_BLOCK)
+                .get(base + i * LUN_BLOCK..base + j * LUN_BLOCK)
                 .ok_or(IoError::Internal)?;
             let mut parts = Bufs {
                 log: crate::pool::state::LogBufs {
@@ -227,6 +231,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
                 },
                 streams: &mut [],
                 stream_bytes: 0,
+                raw_slot: 0,
                 comp: b.comp,
                 item: b.item,
                 raw: &mut [],
@@ -237,8 +242,6 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             self.emit(&mut parts, h.lun, h.lba + i as u64, data, Writer::Cleaner)?;
             i = j;
         }
-        self.raw_holds = None;
-        let _ = MapEntry::NONE;
         Ok(())
     }
 

@@ -106,6 +106,8 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             return;
         }
         if let Some(&next) = self.log.reserved.get(self.log.res_idx + 1) {
+            // Decoded copies of items that lived in the reused segment are stale now.
+            self.raw_cache.clear();
             self.log.res_idx += 1;
             self.log.stripe_addr = self.seg_start(next);
             self.mark_used.push_back(next).ok();
@@ -153,7 +155,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         Ok(())
     }
 
-    /// Writes a pad item of exactly `bytes` (a multiple of 512, at least 512) at the head.
+    /// Writes a pad item of exactly `bytes` (a multiple of 64, at least 64) at the head.
     fn pad(&mut self, lb: &mut LogBufs, bytes: usize) -> Result<(), IoError> {
         let hdr = ItemHeader {
             kind: ItemKind::Pad,
@@ -309,9 +311,6 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
                 let o = (at - open_lo) as usize;
                 let src = lb.stripe.get(o..o + dst.len()).ok_or(IoError::Internal)?;
                 dst.copy_from_slice(src);
-            } else if at >= open_hi && !self.log.replaying {
-                // Never written.
-                return Err(IoError::Corrupt(crate::format::FormatError::Bounds));
             } else {
                 self.array
                     .read_excluding(at, dst, lb.scratch, exclude)

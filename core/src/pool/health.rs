@@ -216,8 +216,6 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
                     Ok(()) => {}
                     Err(ArrayError::Unrecoverable { .. }) => {
                         r.unrecoverable += 1;
-                        #[cfg(feature = "mutate")]
-                        let _ = ();
                         self.record_lost_stripe(b, s)?;
                     }
                     Err(e) => {
@@ -231,9 +229,9 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
                 done += 1;
             }
             r.next_stripe += 1;
+            // Deliberate bug for the fault campaign's self-test: skip the stripe after this one.
             #[cfg(feature = "mutate")]
-            if crate::mutate::active(crate::mutate::Mutation::RebuildSkip) && s == 0 {
-                // Deliberate bug: skip the stripe after the first.
+            if crate::mutate::active(crate::mutate::Mutation::RebuildSkip) && r.stripes_done == 1 {
                 r.next_stripe += 1;
             }
             let _ = self.array.set_rebuilt_below(r.disk as usize, r.next_stripe);
@@ -519,6 +517,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         }
         let budget = self.st.cfg.stripes_per_step;
         let (st, mut b) = self.bufs()?;
+        st.after_membership_change()?;
         let mut rep = MaintenanceReport {
             rebuilt_stripes: st.rebuild_step(&mut b, budget)?,
             ..MaintenanceReport::default()

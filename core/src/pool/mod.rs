@@ -27,7 +27,7 @@ pub(crate) mod state;
 mod tests;
 
 use heapless::Vec;
-use raidcore_hal::{BlockDevice, BlockSize};
+use raidcore_hal::{BlockDevice, BlockSize, Error as _};
 
 use crate::event::EventLog;
 use crate::format::{
@@ -75,10 +75,10 @@ impl Default for PoolConfig {
         PoolConfig {
             level: Level::Raid6,
             strip_bytes: 64 * 1024,
-            max_extent_blocks: 16,
+            max_extent_blocks: 32,
             compression: true,
             zil_slots: 256,
-            segment_stripes: 8,
+            segment_stripes: 32,
             max_segments: 1024,
             reserved_segments: 4,
             cleaner_reserve: 2,
@@ -388,13 +388,25 @@ impl<D, M, const N: usize, const L: usize, const P: usize, const S: usize> core:
 }
 
 /// Reads the newer valid superblock of a disk (slots A and B).
+///
+/// A retryable error (transport, timeout) is retried as often as the array retries member I/O
+/// ([`ArrayConfig::retries`]), so a hiccup at import does not leave a
+/// healthy member out of the pool.
 pub fn read_superblock<D: BlockDevice>(disk: &mut D) -> Result<Superblock, OpenError> {
     let mut slot = [0u8; SLOT_BYTES];
     let per = (SLOT_BYTES / disk.block_size().bytes()) as u64;
+    let retries = ArrayConfig::default().retries;
     let mut best: Option<Superblock> = None;
     let mut version = None;
     for i in 0..2 {
-        if disk.read(i * per, &mut slot).is_err() {
+        let mut attempt = 0;
+        let read = loop {
+            match disk.read(i * per, &mut slot) {
+                Err(e) if e.kind().is_retryable() && attempt < retries => attempt += 1,
+                r => break r,
+            }
+        };
+        if read.is_err() {
             continue;
         }
         match Superblock::decode(&slot) {
@@ -607,7 +619,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             ));
         }
         let segments = (geo.stripes() / u64::from(seg_stripes)) as u32;
-        let min = u32::from(cfg.reserved_segments) + cfg.cleaner_reserve + 2;
+        let min = 2 * u32::from(cfg.reserved_segments) + cfg.cleaner_reserve + 2;
         if segments < min {
             return Err(OpenError::Geometry(GeometryError::TooSmall));
         }
@@ -650,7 +662,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             bad: Vec::new(),
             now: 0,
             tick: 0,
-            raw_holds: None,
+            raw_cache: Vec::new(),
             rebuild: None,
             scrub: None,
             table: if cfg.max_extent_blocks as usize * LUN_BLOCK < 65535 {
@@ -665,6 +677,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             recorded_states: recorded,
             session_client_bytes: 0,
             clean_skip: Vec::new(),
+            cleaned: Vec::new(),
             last_scrub: (0, 0),
         }
     }
@@ -846,10 +859,12 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         Ok((Pool { st, mem }, report))
     }
 
-    /// Capacity clients can fill, in bytes: all segments but the log's and cleaner's reserve.
+    /// Capacity clients can fill, in bytes: all segments but the log's window of reserved
+    /// segments, the free segments that renew it at the next checkpoint (as many again), and
+    /// the cleaner's reserve — exactly what the cleaner keeps free before it takes a write.
     pub fn usable_bytes(&self) -> u64 {
         let keep =
-            u64::from(self.st.cfg.reserved_segments) + u64::from(self.st.cfg.cleaner_reserve);
+            2 * u64::from(self.st.cfg.reserved_segments) + u64::from(self.st.cfg.cleaner_reserve);
         u64::from(self.st.segments()).saturating_sub(keep) * self.st.segment_bytes()
     }
 
@@ -989,7 +1004,12 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         }
         let half = (usize::from(self.st.cfg.reserved_segments) / 2).max(1);
         let pages_limit = self.st.segment_bytes() / 2 / 4096;
-        if self.st.log.res_idx >= half || self.st.log.pages_since_checkpoint >= pages_limit {
+        let due = self.st.log.res_idx >= half || self.st.log.pages_since_checkpoint >= pages_limit;
+        let forced =
+            self.st.log.res_idx > half || self.st.log.pages_since_checkpoint >= 2 * pages_limit;
+        // A checkpoint pads the open stripe to its end: when one is due but not yet forced,
+        // wait until the stripe is nearly full, so the padding is small.
+        if forced || (due && self.st.checkpoint_fits_well()) {
             let (st, mut b) = self.bufs()?;
             st.checkpoint(&mut b)?;
         }
@@ -1025,9 +1045,16 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             return Err(IoError::Faulted);
         }
         let (st, mut b) = self.bufs()?;
+        let mut res = Ok(());
         for (i, blk) in buf.chunks_exact_mut(LUN_BLOCK).enumerate() {
-            st.read_block(&mut b, lun, lba + i as u64, blk)?;
+            res = st.read_block(&mut b, lun, lba + i as u64, blk);
+            if res.is_err() {
+                break;
+            }
         }
+        // A member that failed under the reads gets a spare and a rebuild now.
+        st.after_membership_change()?;
+        res?;
         st.counters.client_bytes_read += buf.len() as u64;
         Ok(())
     }
@@ -1203,6 +1230,11 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
     /// bytes to the intent log (or seal the stripe when the intent log cannot take them).
     pub(crate) fn flush(&mut self, b: &mut Bufs) -> Result<(), IoError> {
         self.close_all_streams(b)?;
+        // Deliberate bug for the fault campaign's self-test: acknowledge before durable.
+        #[cfg(feature = "mutate")]
+        if crate::mutate::active(crate::mutate::Mutation::EarlyFlush) {
+            return Ok(());
+        }
         if self.log.unflushed_stripes > 0 {
             self.array.flush();
             self.after_membership_change()?;
@@ -1220,6 +1252,43 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             return Err(IoError::Faulted);
         }
         Ok(())
+    }
+
+    /// Bytes a checkpoint would append now: dirty map pages and the ancestors their new
+    /// copies dirty, the LUN table, the bad list and the segment table (approximately, to a
+    /// sector or two).
+    pub(crate) fn checkpoint_bytes(&self) -> usize {
+        let mut pages = 0usize;
+        for m in self.cache.iter().flatten() {
+            // A page is written if it or any cached descendant is dirty.
+            let k = m.key;
+            let written = m.dirty
+                || self.cache.iter().flatten().any(|c| {
+                    c.dirty
+                        && c.key.lun == k.lun
+                        && c.key.level < k.level
+                        && c.key.index / crate::volume::map::span(k.level - c.key.level) == k.index
+                });
+            if written {
+                pages += 1;
+            }
+        }
+        let tables = format::round_up(64 + 16 + self.luns.len() * 72, format::ITEM_ALIGN)
+            + format::round_up(64 + 16 + self.bad.len() * 16, format::ITEM_ALIGN)
+            + format::round_up(
+                64 + self.segments() as usize * format::SEG_ENTRY_BYTES,
+                format::ITEM_ALIGN,
+            );
+        pages * 4096 + tables
+    }
+
+    /// Whether checkpointing now would pad little: the checkpoint's own bytes end within one
+    /// extent of a stripe boundary.
+    pub(crate) fn checkpoint_fits_well(&self) -> bool {
+        let sdb = self.sdb();
+        let end = (self.log.fill + self.checkpoint_bytes()) % sdb;
+        let pad = if end == 0 { 0 } else { sdb - end };
+        pad <= state::max_item_bytes(&self.cfg)
     }
 
     /// Finds the newest root on any member whose tables load.

@@ -13,6 +13,9 @@ use crate::raid::{Array, Geometry};
 
 use super::PoolConfig;
 
+/// Decoded extents kept for reads (at most; fewer with fewer streams).
+pub(crate) const RAW_SLOTS: usize = 8;
+
 /// How the arena is cut into buffers; all offsets and lengths in bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct MemLayout {
@@ -23,6 +26,7 @@ pub(crate) struct MemLayout {
     pub comp: usize,
     pub item: usize,
     pub raw: usize,
+    pub raw_slot: usize,
     pub pages: usize,
     pub meta: usize,
     pub sut: usize,
@@ -52,7 +56,8 @@ impl MemLayout {
             stream_bytes: max_extent,
             comp: lz4_flex::block::get_maximum_output_size(max_extent),
             item: max_item.max(HEADER_BYTES + sut) + 2 * 4096,
-            raw: max_extent.max(PAGE_PAYLOAD),
+            raw: RAW_SLOTS.min(streams).max(1) * max_extent.max(PAGE_PAYLOAD),
+            raw_slot: max_extent.max(PAGE_PAYLOAD),
             pages: pages * PAGE_PAYLOAD,
             meta: 4 * SLOT_BYTES,
             sut,
@@ -87,6 +92,7 @@ impl MemLayout {
             log: LogBufs { stripe, scratch },
             streams,
             stream_bytes: self.stream_bytes,
+            raw_slot: self.raw_slot,
             comp,
             item,
             raw,
@@ -119,6 +125,8 @@ pub(crate) struct Bufs<'a> {
     /// Open extent buffers, `stream_bytes` each.
     pub streams: &'a mut [u8],
     pub stream_bytes: usize,
+    /// Bytes of one decoded-extent slot in `raw`.
+    pub raw_slot: usize,
     /// LZ4 output.
     pub comp: &'a mut [u8],
     /// Items read back from the log (and intent-log records).
@@ -313,8 +321,8 @@ pub(crate) struct State<D, const N: usize, const L: usize, const P: usize, const
     /// Virtual time given by the caller (nanoseconds or any unit, monotonic).
     pub now: u64,
     pub tick: u64,
-    /// Log address of the extent whose decompressed payload `Bufs::raw` holds.
-    pub raw_holds: Option<u64>,
+    /// Decoded extents in `Bufs::raw`: (log address, last use) per slot.
+    pub raw_cache: Vec<Option<(u64, u64)>, RAW_SLOTS>,
     pub rebuild: Option<Rebuild>,
     pub scrub: Option<Scrub>,
     pub table: lz4_flex::block::CompressTable,
@@ -332,6 +340,9 @@ pub(crate) struct State<D, const N: usize, const L: usize, const P: usize, const
     pub session_client_bytes: u64,
     /// Segments the cleaner could not empty (damaged beyond repair).
     pub clean_skip: Vec<u32, 8>,
+    /// Segments the cleaner emptied of extents whose last live bytes (map pages, tables) the
+    /// next checkpoint moves; one checkpoint serves the whole batch.
+    pub cleaned: Vec<u32, 4>,
     /// Repaired and unrepairable blocks of the last finished scrub.
     pub last_scrub: (u64, u64),
 }

@@ -895,6 +895,14 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
                 out.get_mut(done..done + clen)
                     .ok_or(ArrayError::OutOfRange)?
                     .copy_from_slice(src);
+                // Deliberate bug for the fault campaign's self-test: flip a reconstructed byte.
+                #[cfg(feature = "mutate")]
+                if !erased.is_empty()
+                    && crate::mutate::active(crate::mutate::Mutation::ReconFlip)
+                    && let Some(x) = out.get_mut(done)
+                {
+                    *x ^= 0x01;
+                }
             }
             for d in rewrite.iter() {
                 let Some(ci) = geo.column_of(stripe, d).and_then(|c| geo.parity_index(c)) else {

@@ -16,8 +16,8 @@ pub(crate) mod map;
 use raidcore_hal::BlockDevice;
 
 use crate::format::{
-    FLAG_CLEANER, FLAG_COMPRESSED, HEADER_BYTES, ItemHeader, ItemKind, LUN_BLOCK, MapEntry, SECTOR,
-    round_up,
+    FLAG_CLEANER, FLAG_COMPRESSED, HEADER_BYTES, ITEM_ALIGN, ItemHeader, ItemKind, LUN_BLOCK,
+    MapEntry, SECTOR, round_up,
 };
 use crate::log::Expect;
 use crate::pool::IoError;
@@ -157,6 +157,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             },
             streams: &mut [],
             stream_bytes: 0,
+            raw_slot: 0,
             comp,
             item,
             raw,
@@ -224,13 +225,13 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         who: Writer,
     ) -> Result<(), IoError> {
         let blocks = data.len() / LUN_BLOCK;
-        let raw_item = round_up(HEADER_BYTES + data.len(), SECTOR);
+        let raw_item = round_up(HEADER_BYTES + data.len(), ITEM_ALIGN);
         let mut compressed = None;
         if self.conf.layout.compression
             && let Ok(n) = lz4_flex::block::compress_into_with_table(data, b.comp, &mut self.table)
         {
-            let item = round_up(HEADER_BYTES + n, SECTOR);
-            // Keep only if it saves >= 12.5 % of the payload and at least one sector.
+            let item = round_up(HEADER_BYTES + n, ITEM_ALIGN);
+            // Keep only if it saves >= 12.5 % of the payload and at least one 512-byte sector.
             if n * 8 <= data.len() * 7 && item + SECTOR <= raw_item {
                 compressed = Some(n);
             }
@@ -257,6 +258,16 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             pool: 0,
             addr: 0,
         };
+        // An item that does not fit the segment's end would leave padding there: split the
+        // extent so its first part fills the segment exactly.
+        let item = compressed.map_or(raw_item, |n| round_up(HEADER_BYTES + n, ITEM_ALIGN)) as u64;
+        let room = self.segment_room();
+        if item > room && blocks > 1 && room >= (HEADER_BYTES + LUN_BLOCK) as u64 {
+            let k = (((room as usize) - HEADER_BYTES) / LUN_BLOCK).min(blocks - 1);
+            let (first, rest) = data.split_at(k * LUN_BLOCK);
+            self.emit(b, lun, lba, first, who)?;
+            return self.emit(b, lun, lba + k as u64, rest, who);
+        }
         let payload: &[u8] = match compressed {
             Some(n) => b.comp.get(..n).ok_or(IoError::Internal)?,
             None => data,
@@ -271,12 +282,10 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             }
             Writer::Cleaner => self.counters.cleaner_log_bytes += u64::from(ptr.len),
         }
-        if self.raw_holds.is_some_and(|a| a == ptr.addr) {
-            self.raw_holds = None;
-        }
+        self.forget_decoded(ptr.addr);
         for i in 0..blocks {
             let e = MapEntry {
-                sector: ptr.addr / SECTOR as u64,
+                unit: ptr.addr / ITEM_ALIGN as u64,
                 stored_len,
                 index: i as u8,
                 blocks: blocks as u8,
@@ -289,19 +298,50 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         Ok(())
     }
 
-    /// Loads the extent `e` points at into `b.raw`, decompressed; `expect_lba` is an LBA it must
-    /// cover. Keeps track of which extent `b.raw` holds, so runs of blocks decode it once.
+    /// Drops a decoded copy of the item at `addr` (its space is being reused).
+    pub(crate) fn forget_decoded(&mut self, addr: u64) {
+        for c in &mut self.raw_cache {
+            if c.is_some_and(|(a, _)| a == addr) {
+                *c = None;
+            }
+        }
+    }
+
+    /// Loads the extent `e` points at, decompressed, into a slot of `b.raw`; returns the slot's
+    /// byte offset. `lba` is an LBA it must cover. The last few decoded extents are kept, so
+    /// interleaved readers of several extents decode each once.
     pub(crate) fn load_extent(
         &mut self,
         b: &mut Bufs,
         lun: u16,
         lba: u64,
         e: MapEntry,
-    ) -> Result<(), IoError> {
-        if self.raw_holds == Some(e.addr()) {
-            return Ok(());
+    ) -> Result<usize, IoError> {
+        let t = self.touch();
+        if let Some(i) = self
+            .raw_cache
+            .iter()
+            .position(|c| c.is_some_and(|(a, _)| a == e.addr()))
+        {
+            if let Some(Some(c)) = self.raw_cache.get_mut(i) {
+                c.1 = t;
+            }
+            return Ok(i * b.raw_slot);
         }
-        self.raw_holds = None;
+        let slots = (b.raw.len() / b.raw_slot.max(1)).clamp(1, crate::pool::state::RAW_SLOTS);
+        let slot = if self.raw_cache.len() < slots {
+            let _ = self.raw_cache.push(None);
+            self.raw_cache.len() - 1
+        } else {
+            self.raw_cache
+                .iter()
+                .enumerate()
+                .min_by_key(|(_, c)| c.map_or(0, |(_, lru)| lru))
+                .map_or(0, |(i, _)| i)
+        };
+        if let Some(c) = self.raw_cache.get_mut(slot) {
+            *c = None;
+        }
         let (h, off) = self.load_item(b, e.ptr(), Expect::extent(lun, lba))?;
         let payload = b
             .item
@@ -309,12 +349,13 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             .ok_or(IoError::Internal)?;
         let raw_len = h.raw_len as usize;
         if raw_len != h.blocks as usize * LUN_BLOCK
-            || raw_len > b.raw.len()
+            || raw_len > b.raw_slot
             || h.blocks != u32::from(e.blocks)
         {
             return Err(IoError::Corrupt(crate::format::FormatError::Bounds));
         }
-        let out = b.raw.get_mut(..raw_len).ok_or(IoError::Internal)?;
+        let at = slot * b.raw_slot;
+        let out = b.raw.get_mut(at..at + raw_len).ok_or(IoError::Internal)?;
         if h.flags & FLAG_COMPRESSED != 0 {
             match lz4_flex::block::decompress_into(payload, out) {
                 Ok(n) if n == raw_len => {}
@@ -325,8 +366,10 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         } else {
             return Err(IoError::Corrupt(crate::format::FormatError::Bounds));
         }
-        self.raw_holds = Some(e.addr());
-        Ok(())
+        if let Some(c) = self.raw_cache.get_mut(slot) {
+            *c = Some((e.addr(), t));
+        }
+        Ok(at)
     }
 
     /// Reads one block of `lun` into `out` (4 KiB): from an open extent, else through the map
@@ -369,14 +412,14 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             out.fill(0);
             return Ok(());
         }
-        match self.load_extent(b, lun, lba, e) {
-            Ok(()) => {}
+        let base = match self.load_extent(b, lun, lba, e) {
+            Ok(at) => at,
             Err(IoError::Corrupt(_) | IoError::Device(_)) => {
                 return Err(IoError::Unrecoverable { lun, lba });
             }
             Err(x) => return Err(x),
-        }
-        let off = e.index as usize * LUN_BLOCK;
+        };
+        let off = base + e.index as usize * LUN_BLOCK;
         out.copy_from_slice(b.raw.get(off..off + LUN_BLOCK).ok_or(IoError::Internal)?);
         Ok(())
     }
