@@ -1,4 +1,4 @@
-//! Reproducer (fault campaign, seeds 41, 67, 76, 80, 91, … shrunk to two steps): a member whose
+//! Regression test (fixed; found by the fault campaign, seeds 41, 67, 76, 80, 91, … shrunk to two steps): a member whose
 //! next I/Os fail with a retryable error (a transport error or timeout, which the array retries
 //! three times everywhere else) is refused at import as "holds no raidcore superblock": import
 //! reads the superblocks without retrying. The pool then imports degraded (or, with a member
@@ -23,7 +23,6 @@ power_cut shuffle=4293541467
 ";
 
 #[test]
-#[ignore = "core bug found by the fault campaign: import does not retry retryable errors reading superblocks; un-ignore when fixed"]
 fn campaign_history_passes() {
     let h: History = HISTORY.parse().unwrap();
     if let Some(f) = campaign::replay(&h).failure {
@@ -34,7 +33,6 @@ fn campaign_history_passes() {
 /// The same with the pool API: RAID-5 over three faulty memory disks, clean shutdown, two
 /// transport errors pending on member 0, import.
 #[test]
-#[ignore = "core bug found by the fault campaign: import does not retry retryable errors reading superblocks; un-ignore when fixed"]
 fn import_retries_transient_errors() {
     let cfg = PoolConfig {
         level: Level::Raid5,

@@ -1,4 +1,4 @@
-//! Reproducer (fault campaign, seed 167 shrunk; the most frequent campaign failure): with no
+//! Regression test (fixed; found by the fault campaign, seed 167 shrunk; the most frequent campaign failure): with no
 //! fault at all, deleting every LUN and creating a new one (which reuses LUN slot 0), writing
 //! one block to it and shutting the pool down cleanly, the block no longer reads after import:
 //! `IoError::Corrupt(FormatError::Bounds)` ("metadata damaged: field out of range"). Deleting
@@ -26,7 +26,6 @@ write lun=0 lba=277 blocks=1 fua=0 tag=44
 ";
 
 #[test]
-#[ignore = "core bug found by the fault campaign: a re-created LUN's data is unreadable after a clean shutdown and import; un-ignore when fixed"]
 fn campaign_history_passes() {
     let h: History = HISTORY.parse().unwrap();
     if let Some(f) = campaign::replay(&h).failure {
@@ -36,7 +35,6 @@ fn campaign_history_passes() {
 
 /// The same with the pool API alone, on a three-disk RAID-5.
 #[test]
-#[ignore = "core bug found by the fault campaign: a re-created LUN's data is unreadable after a clean shutdown and import; un-ignore when fixed"]
 fn recreated_lun_reads_back_after_import() {
     let cfg = PoolConfig {
         level: Level::Raid5,
