@@ -5,6 +5,48 @@
 
 use raidcore_sim::campaign::{self, CampaignOptions};
 
+/// CI's seeds: `0..CI_SEEDS` except [`KNOWN_FAILING`], each of [`campaign::DEFAULT_OPS`] steps (a
+/// few seconds in the debug test profile). A long soak:
+/// `cargo run --release -p raidcore-sim -- sim --seeds 10000` (about 3 minutes on one core).
+const CI_SEEDS: u64 = 300;
+
+/// Seeds below [`CI_SEEDS`] that fail on the core of merge 1b354dd because of core bugs the
+/// campaign found: wrong data after a power cut with no fault (73, 82, 44, 111, 166, 226, 255:
+/// `repro_campaign_flushed_write_lost`), and, under triage, import after a power cut failing
+/// with a checksum mismatch, `data lost` within tolerance, scrubs repairing a clean pool. Take a
+/// seed out of this list when its bug is fixed (`raidcore-sim sim --seeds 1 --from S`).
+const KNOWN_FAILING: [u64; 20] = [
+    44, 73, 82, 100, 102, 105, 111, 112, 120, 151, 166, 169, 170, 181, 190, 222, 226, 254, 255, 272,
+];
+
+#[test]
+fn ci_seeds_pass() {
+    let seeds: Vec<u64> = (0..CI_SEEDS)
+        .filter(|s| !KNOWN_FAILING.contains(s))
+        .collect();
+    let sum = campaign::run(&CampaignOptions {
+        seed_list: seeds.clone(),
+        ops: campaign::DEFAULT_OPS,
+        jobs: 2,
+        ..CampaignOptions::default()
+    })
+    .unwrap();
+    assert_eq!(sum.seeds_run, seeds.len() as u64);
+    assert!(sum.passed(), "{}", sum.render());
+    let t = &sum.totals;
+    // The seeds exercise what they claim to.
+    assert!(
+        t.power_cuts > 0 && t.rebuilds_done > 0 && t.scrubs_done > 0,
+        "{}",
+        sum.render()
+    );
+    assert!(
+        t.faults.len() >= 8 && t.bytes_verified > 0,
+        "{}",
+        sum.render()
+    );
+}
+
 fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name)
         .ok()
