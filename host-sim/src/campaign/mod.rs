@@ -705,6 +705,7 @@ static RUN_LOCK: Mutex<()> = Mutex::new(());
 struct MutationGuard;
 
 impl MutationGuard {
+    #[cfg_attr(feature = "mutate", allow(clippy::unnecessary_wraps))] // fails only without it
     fn set(m: Option<MutationKind>) -> Result<Self, CampaignError> {
         #[cfg(feature = "mutate")]
         {
