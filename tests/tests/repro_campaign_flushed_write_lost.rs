@@ -4,7 +4,9 @@
 //! four members, a FUA write, a 19-block write, flush, power cut: LBA 2 reads zeros instead of
 //! the flushed write. Seed 82: the same on a two-way mirror. Before the merge these seeds failed
 //! only with other (known) bugs, so the new log / read-path code of 55ec368 is the first suspect
-//! (invariant 2: a completed flush survives any later power cut).
+//! (invariant 2: a completed flush survives any later power cut). Seed 120 (RAID-6, no fault)
+//! reads an older flushed version instead: write, flush, overwrite, trim, overwrite, flush,
+//! power cut, and LBA 0 returns the first version (stale data, invariant 3).
 
 use raidcore_sim::campaign::{self, History};
 
@@ -34,6 +36,20 @@ flush
 power_cut shuffle=278521838
 ";
 
+/// Seed 120, shrunk: RAID-6, no fault; stale data after the power cut.
+const SEED_120: &str = "\
+shape seed=120 level=raid6 disks=7 spares=0 block=4096 disk_blocks=1008 strip=65536 extent=8 compress=1 zil=16 seg_stripes=4 reserved=4 cleaner=1 step=1 idle=343 cache=67108864
+create_lun blocks=28
+write lun=2 lba=6 blocks=9 fua=0 tag=28
+write lun=3 lba=0 blocks=24 fua=0 tag=31
+flush
+write lun=2 lba=0 blocks=3 fua=0 tag=36
+trim lun=2 lba=2 blocks=1
+write lun=2 lba=0 blocks=5 fua=0 tag=39
+flush
+power_cut shuffle=3577570104
+";
+
 fn check(text: &str) {
     let h: History = text.parse().unwrap();
     if let Some(f) = campaign::replay(&h).failure {
@@ -51,4 +67,10 @@ fn raid0_flushed_write_survives_power_cut() {
 #[ignore = "core bug found by the fault campaign: a flushed write reads as never written after a power cut (no fault); un-ignore when fixed"]
 fn mirror_flushed_write_survives_power_cut() {
     check(SEED_82);
+}
+
+#[test]
+#[ignore = "core bug found by the fault campaign: an older version reads back after a power cut (no fault); un-ignore when fixed"]
+fn raid6_last_flushed_version_survives_power_cut() {
+    check(SEED_120);
 }
