@@ -12,7 +12,6 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -763,13 +762,22 @@ fn bench_parity(a: &BenchArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-/// `bench nbd`: a pool on file images (memory model) exported over NBD on a Unix socket, driven
-/// by `fio --ioengine=nbd` with the voice shape (one job per LUN, 4 KiB sequential writes at
-/// queue depth 1, a flush every 256 writes) for `--seconds` of wall-clock time, then read back
-/// and checked by fio (`verify=crc32c`). Wall-clock figures: not deterministic.
+/// `bench nbd`: a pool on file images (memory model) exported over NBD on a Unix socket, and
+/// `nbdkit memory` (one server per LUN), each driven in turn by the same fio job (the seed
+/// workload, see [`crate::bench_nbd`]) for `--seconds` of wall-clock time. Prints IOPS, the
+/// slowest job, completion-latency percentiles and the ratio; exits 2 without fio or nbdkit,
+/// 1 if fio reports errors (verification included). Wall-clock figures: not deterministic.
 #[allow(clippy::cast_sign_loss)] // `seconds` is checked positive
 fn bench_nbd(a: &BenchArgs) -> Result<(), Failure> {
+    use crate::bench_nbd::{FSYNC_EVERY, Job, NbdkitPeer, TARGET_RATIO, run_fio};
     let r = &a.run;
+    let fio = crate::bench_nbd::fio_version()
+        .map_err(|e| Failure::Error(format!("bench nbd needs fio (Debian package fio): {e}")))?;
+    let nbdkit = crate::bench_nbd::nbdkit_version().map_err(|e| {
+        Failure::Error(format!(
+            "bench nbd compares against `nbdkit memory` and needs nbdkit (Debian package nbdkit): {e}"
+        ))
+    })?;
     let tmp = tempfile::Builder::new()
         .prefix("raidcore-sim-nbd-")
         .tempdir()?;
@@ -815,93 +823,122 @@ fn bench_nbd(a: &BenchArgs) -> Result<(), Failure> {
         Ok(PoolBackend::new(dp))
     })?;
     let names: Vec<String> = server.exports().iter().map(|e| e.name.clone()).collect();
+    let jobs: Vec<Job> = names
+        .iter()
+        .map(|n| Job {
+            name: n.clone(),
+            uri: format!("nbd+unix:///{n}?socket={}", sock.display()),
+        })
+        .collect();
     let handle = std::thread::spawn(move || server.run());
     let secs = r.seconds.max(1.0).round() as u64;
-    let mut cmd = std::process::Command::new("fio");
-    cmd.args([
-        "--output-format=json",
-        "--ioengine=nbd",
-        "--rw=write",
-        "--bs=4k",
-        "--iodepth=1",
-        "--fsync=256",
-        "--verify=crc32c",
-        "--do_verify=1",
-        "--time_based",
-        &format!("--runtime={secs}"),
-        &format!("--size={}", r.lun_size),
-    ]);
-    for n in &names {
-        cmd.arg(format!("--name={n}"));
-        cmd.arg(format!("--uri=nbd+unix:///{n}?socket={}", sock.display()));
+    let quiet = r.json;
+    if !quiet {
+        eprintln!(
+            "raidcore-sim: fio on {} raidcore exports for {secs} s",
+            names.len()
+        );
     }
-    eprintln!("raidcore-sim: fio on {} exports for {secs} s", names.len());
-    let out = cmd.output();
+    let ours = run_fio(secs, r.lun_size, &jobs);
     shutdown.store(true, Ordering::SeqCst);
     let joined = handle.join();
-    std::thread::sleep(Duration::from_millis(10));
-    let out = out.map_err(|e| Failure::Error(format!("running fio (is it installed?): {e}")))?;
+    let ours = ours.map_err(Failure::Error)?;
     match joined {
         Ok(Ok(())) => {}
         Ok(Err(e)) => return Err(Failure::Error(format!("NBD server: {e}"))),
         Err(_) => return Err(Failure::Error("NBD server thread panicked".into())),
     }
-    // fio may print error lines before its JSON.
-    let start = out.stdout.iter().position(|&b| b == b'{').unwrap_or(0);
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout[start..]).map_err(|e| {
-        Failure::Error(format!(
-            "fio output is not JSON ({e}); stderr: {}",
-            String::from_utf8_lossy(&out.stderr)
-        ))
-    })?;
-    let jobs = v["jobs"].as_array().cloned().unwrap_or_default();
-    let iops: Vec<f64> = jobs
-        .iter()
-        .map(|j| j["write"]["iops"].as_f64().unwrap_or(0.0))
-        .collect();
-    let errors: u64 = jobs.iter().map(|j| j["error"].as_u64().unwrap_or(0)).sum();
-    let p99: Vec<f64> = jobs
-        .iter()
-        .map(|j| {
-            j["write"]["clat_ns"]["percentile"]["99.000000"]
-                .as_f64()
-                .unwrap_or(0.0)
-                / 1e6
-        })
-        .collect();
-    let total: f64 = iops.iter().sum();
-    let min = iops.iter().copied().fold(f64::INFINITY, f64::min);
+
+    if !quiet {
+        eprintln!(
+            "raidcore-sim: fio on {} `nbdkit memory` servers for {secs} s",
+            names.len()
+        );
+    }
+    let peer = NbdkitPeer::start(tmp.path(), &names, r.lun_size).map_err(Failure::Error)?;
+    let theirs = run_fio(secs, r.lun_size, peer.jobs());
+    drop(peer);
+    let theirs = theirs.map_err(Failure::Error)?;
+
+    let (o, t) = (&ours.summary, &theirs.summary);
+    let ratio = if t.iops_total() > 0.0 {
+        o.iops_total() / t.iops_total()
+    } else {
+        0.0
+    };
+    let level = format!("{:?}", r.level);
     let report = serde_json::json!({
         "workload": "nbd",
-        "client": "fio --ioengine=nbd (voice shape: 4 KiB sequential writes, QD1, fsync every 256)",
+        "client": format!(
+            "{fio} --ioengine=nbd --thread: one job per LUN, 4 KiB sequential writes, QD1, \
+             flush every {FSYNC_EVERY} writes, verify=crc32c"
+        ),
         "clock": "wall",
+        "seconds": secs,
         "streams": names.len(),
-        "iops_total": total,
-        "iops_per_stream": iops,
-        "iops_per_stream_min": if min.is_finite() { min } else { 0.0 },
-        "latency_ms_p99_per_stream": p99,
-        "verify_errors": errors,
-        "fio_exit_ok": out.status.success(),
+        "lun_bytes": r.lun_size,
+        "raidcore": {
+            "target": format!(
+                "raidcore-sim NBD export, {level} of {} memory disks + {} spare, {} KiB strips, CRC32C, LZ4",
+                r.disks, r.spares, r.strip_size >> 10
+            ),
+            "result": ours.summary.to_json(ours.exit_ok),
+        },
+        "nbdkit": {
+            "target": format!("{nbdkit}: one `nbdkit memory size={}` per LUN", r.lun_size),
+            "result": theirs.summary.to_json(theirs.exit_ok),
+        },
+        "ratio_iops": ratio,
+        "target_ratio": TARGET_RATIO,
+        "meets_target": ratio >= TARGET_RATIO,
     });
     if r.json {
         print(&format!("{}\n", serde_json::to_string_pretty(&report)?));
     } else {
+        let row = |label: &str, s: &crate::bench_nbd::FioSummary, ok: bool| {
+            format!(
+                "  {label:<14} {:>10.0} {:>12.0} {:>8.1} {:>8.1} {:>9.1}  {}\n",
+                s.iops_total(),
+                s.iops_min(),
+                s.clat_us_p50,
+                s.clat_us_p99,
+                s.clat_us_p999,
+                if s.errors == 0 && ok {
+                    format!("passed ({} reads)", s.verify_reads)
+                } else {
+                    "FAILED".into()
+                }
+            )
+        };
         print(&format!(
-            "bench nbd: fio over NBD (Unix socket), {} jobs x 4 KiB sequential writes QD1, {secs} s wall clock\n  IOPS total {total:.0}, slowest job {:.0}\n  fio verify (crc32c): {}\n",
+            "bench nbd: fio --ioengine=nbd over Unix sockets, {} jobs (one per LUN) x 4 KiB sequential writes QD1, flush every {FSYNC_EVERY}, {secs} s wall clock each\n  \
+             {:<14} {:>10} {:>12} {:>8} {:>8} {:>9}  fio verify (crc32c)\n{}{}  ratio raidcore/nbdkit IOPS {ratio:.2} (target {TARGET_RATIO}: {})\n",
             names.len(),
-            report["iops_per_stream_min"].as_f64().unwrap_or(0.0),
-            if errors == 0 && out.status.success() {
-                "passed"
+            "",
+            "IOPS total",
+            "slowest job",
+            "p50 us",
+            "p99 us",
+            "p99.9 us",
+            row("raidcore", o, ours.exit_ok),
+            row("nbdkit memory", t, theirs.exit_ok),
+            if ratio >= TARGET_RATIO {
+                "met"
             } else {
-                "FAILED"
+                "not met"
             }
         ));
     }
-    if errors > 0 || !out.status.success() {
+    let mut failed = Vec::new();
+    for (label, run) in [("raidcore", &ours), ("nbdkit", &theirs)] {
+        if run.summary.errors > 0 || !run.exit_ok {
+            failed.push(format!("{label}: {}", run.diagnostics));
+        }
+    }
+    if !failed.is_empty() {
         return Err(Failure::Verify(format!(
-            "fio reported errors (exit {:?}): {}",
-            out.status.code(),
-            String::from_utf8_lossy(&out.stderr)
+            "fio reported errors: {}",
+            failed.join("; ")
         )));
     }
     Ok(())

@@ -4,6 +4,7 @@
 //! device latency models on a virtual clock, fault injection, the NBD export, workloads and the
 //! demo. Everything here is deterministic from a seed and virtual time.
 
+pub mod bench_nbd;
 pub mod bench_parity;
 pub mod campaign;
 pub mod cli;

@@ -84,3 +84,51 @@ fn bench_refuses_unknown_targets_and_bad_options() {
     );
     assert_eq!(sim(&["demo", "--fail-at", "2"]).status.code(), Some(2));
 }
+
+/// `bench nbd --json` has both targets' figures and the ratio (keys only: wall-clock figures are
+/// not asserted). Needs fio and nbdkit (CI installs both); without them it must fail clearly.
+#[test]
+fn bench_nbd_json_keys() {
+    let have = |p: &str| Command::new(p).arg("--version").output().is_ok();
+    let o = sim(&[
+        "bench",
+        "nbd",
+        "--json",
+        "--seconds",
+        "1",
+        "--disk-size",
+        "64M",
+        "--lun-size",
+        "2M",
+        "--luns",
+        "2",
+    ]);
+    if !have("fio") || !have("nbdkit") {
+        assert_eq!(o.status.code(), Some(2), "no fio/nbdkit: exit 2");
+        eprintln!("fio or nbdkit missing: only the refusal was checked");
+        return;
+    }
+    assert!(
+        o.status.success(),
+        "bench nbd failed ({:?}): {}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["workload"], "nbd");
+    assert!(v["ratio_iops"].as_f64().is_some());
+    assert!(v["meets_target"].is_boolean());
+    for t in ["raidcore", "nbdkit"] {
+        let r = &v[t]["result"];
+        for k in ["iops_total", "iops_slowest_job"] {
+            assert!(r[k].as_f64().is_some(), "{t}.{k}");
+        }
+        for k in ["p50", "p99", "p99_9"] {
+            assert!(r["latency_us"][k].as_f64().is_some(), "{t}.latency_us.{k}");
+        }
+        assert_eq!(r["iops_per_job"].as_array().unwrap().len(), 2, "{t}");
+        assert_eq!(r["verify_errors"], 0, "{t}");
+        assert_eq!(r["fio_exit_ok"], true, "{t}");
+        assert!(r["writes"].as_u64().unwrap() > 0, "{t}");
+    }
+}
