@@ -16,9 +16,7 @@ pub(crate) mod zil;
 use raidcore_hal::BlockDevice;
 
 use crate::event::Event;
-use crate::format::{
-    BlockPtr, HEADER_BYTES, ItemHeader, ItemKind, SECTOR, SegEntry, SegState, round_up,
-};
+use crate::format::{BlockPtr, HEADER_BYTES, ItemHeader, ItemKind, SegEntry, SegState};
 use crate::pool::IoError;
 use crate::pool::state::{Bufs, LogBufs, State, seg_account};
 use crate::raid::{ArrayError, DiskSet, Level};
@@ -457,10 +455,5 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             self.on_members_failed()?;
         }
         Ok(())
-    }
-
-    /// Log address rounded to a sector.
-    pub(crate) fn sector_round(x: usize) -> usize {
-        round_up(x, SECTOR)
     }
 }
