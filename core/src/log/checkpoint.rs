@@ -280,7 +280,9 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             b.log.stripe.fill(0);
         }
         loop {
-            if stop.is_some_and(|s| cursor >= s) {
+            // Equality, not order: the reserved segments need not ascend (the log may wrap to a
+            // segment at a lower address), and the second pass walks the first one's path.
+            if stop == Some(cursor) {
                 break;
             }
             let Some(&seg) = root.reserved.get(res_idx) else {

@@ -340,7 +340,8 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             Err(e) => e,
         };
         // Items still in memory cannot be healed from members.
-        let in_memory = ptr.addr >= self.log.stripe_addr && !self.log.replaying;
+        let open = self.log.stripe_addr..self.log.stripe_addr + self.sdb() as u64;
+        let in_memory = open.contains(&ptr.addr) && !self.log.replaying;
         if in_memory
             || matches!(
                 err,
