@@ -13,7 +13,7 @@ use raidcore_hal::{BlockDevice, ErrorKind};
 use super::state::{Bufs, Rebuild, Scrub, Spare, State};
 use super::{IoError, Pool};
 use crate::event::Event;
-use crate::format::{BadRange, HEADER_BYTES, ItemHeader, ItemKind, SECTOR, SegState};
+use crate::format::{BadRange, ItemKind, SegState};
 use crate::log::Expect;
 use crate::raid::{ArrayError, DiskErrors, DiskSet, DiskState};
 
@@ -293,18 +293,9 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         let mut cursor = self.seg_start(seg);
         let end = cursor + self.segment_bytes();
         while cursor < end && cursor < hi {
-            let Ok(off) = self.read_log(&mut b.log, cursor, SECTOR, b.item, DiskSet::EMPTY) else {
+            let Some((h, _, _)) = self.find_header(b, cursor, (end - cursor) as usize, None) else {
                 break;
             };
-            let Some(bytes) = b.item.get(off..off + HEADER_BYTES) else {
-                break;
-            };
-            let Ok(h) = crate::format::ItemHeader::decode(bytes, (end - cursor) as usize) else {
-                break;
-            };
-            if h.addr != cursor || h.pool != self.conf.pool_tag {
-                break;
-            }
             let item_end = cursor + h.item_bytes() as u64;
             if h.kind == ItemKind::Extent && item_end > lo {
                 let mut first = None;
@@ -449,7 +440,10 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         while cursor < end {
             // A damaged header: reconstruct it without each member in turn (the item read then
             // finds and heals the bad column).
-            let Some(h) = self.scrub_header(b, cursor, end) else {
+            let Some(h) = self
+                .find_header(b, cursor, (end - cursor) as usize, None)
+                .map(|(h, _, _)| h)
+            else {
                 break;
             };
             if matches!(h.kind, ItemKind::Extent | ItemKind::MapPage) {
@@ -474,27 +468,6 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         let repaired =
             (self.array.stats().repair_bytes_written - before) / self.geo().block_bytes() as u64;
         Ok((repaired, lost, cursor))
-    }
-
-    /// The checked header of the item at `cursor` (below `end`), read plainly or, when that
-    /// does not check, with each member in turn reconstructed from redundancy.
-    fn scrub_header(&mut self, b: &mut Bufs, cursor: u64, end: u64) -> Option<ItemHeader> {
-        for k in 0..=self.geo().disks() {
-            let ex = k.checked_sub(1).map_or(DiskSet::EMPTY, DiskSet::one);
-            let Ok(off) = self.read_log(&mut b.log, cursor, SECTOR, b.item, ex) else {
-                continue;
-            };
-            let Some(bytes) = b.item.get(off..off + HEADER_BYTES) else {
-                continue;
-            };
-            if let Ok(h) = ItemHeader::decode(bytes, (end - cursor) as usize)
-                && h.addr == cursor
-                && h.pool == self.conf.pool_tag
-            {
-                return Some(h);
-            }
-        }
-        None
     }
 }
 
