@@ -113,7 +113,7 @@ fn run(disks: [SemihostingDisk<ArmSemihost>; MEMBERS + 1], cfg: &Config) -> Resu
 }
 
 /// Arena of the pool-level self-test.
-const POOL_ARENA: usize = 576 * 1024;
+const POOL_ARENA: usize = 1024 * 1024;
 static mut ARENA: [u8; POOL_ARENA] = [0; POOL_ARENA];
 
 /// The pool-level self-test (`arg=pool`): a RAID-6 pool on the six images with the seventh as

@@ -22,8 +22,7 @@ use raidcore_hal::BlockDevice;
 
 use crate::format::{
     self, BlockPtr, HEADER_BYTES, ITEM_ALIGN, ItemHeader, ItemKind, LogCursor, LunRecord, MapEntry,
-    ROOT_MAGIC, ROOT_SLOTS, Root, SECTOR, SEG_ENTRY_BYTES, SLOT_BYTES, SegEntry, SegState,
-    round_up,
+    ROOT_MAGIC, ROOT_SLOTS, Root, SEG_ENTRY_BYTES, SLOT_BYTES, SegEntry, SegState, round_up,
 };
 use crate::log::Expect;
 use crate::pool::IoError;
@@ -280,7 +279,9 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             b.log.stripe.fill(0);
         }
         loop {
-            if stop.is_some_and(|s| cursor >= s) {
+            // Equality, not order: the reserved segments need not ascend (the log may wrap to a
+            // segment at a lower address), and the second pass walks the first one's path.
+            if stop == Some(cursor) {
                 break;
             }
             let Some(&seg) = root.reserved.get(res_idx) else {
@@ -435,30 +436,9 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         seq: u64,
         room: usize,
     ) -> Option<(ItemHeader, usize)> {
-        let check = |h: &ItemHeader, tag: u64| {
-            h.pool == tag && h.addr == addr && h.seq == seq && h.item_bytes() <= room
-        };
-        let n = self.geo().disks();
-        for k in 0..=n {
-            let ex = if k == 0 {
-                DiskSet::EMPTY
-            } else {
-                DiskSet::one(k - 1)
-            };
-            let Ok(off) = self.read_log(&mut b.log, addr, SECTOR, b.item, ex) else {
-                continue;
-            };
-            let Some(bytes) = b.item.get(off..off + HEADER_BYTES) else {
-                continue;
-            };
-            if let Ok(h) = ItemHeader::decode(bytes, room.saturating_sub(HEADER_BYTES))
-                && check(&h, self.conf.pool_tag)
-            {
-                self.recovery_healed |= k > 0;
-                return Some((h, off));
-            }
-        }
-        None
+        let (h, off, rebuilt) = self.find_header(b, addr, room, Some(seq))?;
+        self.recovery_healed |= rebuilt;
+        Some((h, off))
     }
 
     /// Applies one logged item to the map during roll-forward.

@@ -11,12 +11,9 @@
 
 use raidcore_hal::BlockDevice;
 
-use crate::format::{
-    FANOUT, HEADER_BYTES, ItemHeader, ItemKind, LUN_BLOCK, MapEntry, SECTOR, SegEntry, SegState,
-};
+use crate::format::{FANOUT, ItemHeader, ItemKind, LUN_BLOCK, MapEntry, SegEntry, SegState};
 use crate::pool::IoError;
 use crate::pool::state::{Bufs, PageKey, State};
-use crate::raid::DiskSet;
 use crate::volume::Writer;
 use crate::volume::map::span;
 
@@ -161,28 +158,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
     }
 
     fn cleaner_header(&mut self, b: &mut Bufs, addr: u64, room: usize) -> Option<ItemHeader> {
-        let n = self.geo().disks();
-        for k in 0..=n {
-            let ex = if k == 0 {
-                DiskSet::EMPTY
-            } else {
-                DiskSet::one(k - 1)
-            };
-            let Ok(off) = self.read_log(&mut b.log, addr, SECTOR, b.item, ex) else {
-                continue;
-            };
-            let Some(bytes) = b.item.get(off..off + HEADER_BYTES) else {
-                continue;
-            };
-            if let Ok(h) = ItemHeader::decode(bytes, room.saturating_sub(HEADER_BYTES))
-                && h.pool == self.conf.pool_tag
-                && h.addr == addr
-                && h.item_bytes() <= room
-            {
-                return Some(h);
-            }
-        }
-        None
+        self.find_header(b, addr, room, None).map(|(h, _, _)| h)
     }
 
     fn relocate_extent(&mut self, b: &mut Bufs, h: &ItemHeader) -> Result<(), IoError> {

@@ -16,9 +16,7 @@ pub(crate) mod zil;
 use raidcore_hal::BlockDevice;
 
 use crate::event::Event;
-use crate::format::{
-    BlockPtr, HEADER_BYTES, ItemHeader, ItemKind, SECTOR, SegEntry, SegState, round_up,
-};
+use crate::format::{BlockPtr, HEADER_BYTES, ItemHeader, ItemKind, SECTOR, SegEntry, SegState};
 use crate::pool::IoError;
 use crate::pool::state::{Bufs, LogBufs, State, seg_account};
 use crate::raid::{ArrayError, DiskSet, Level};
@@ -324,6 +322,65 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         Ok((addr - start) as usize)
     }
 
+    /// The `i`-th set of members to treat as holding bad data when reading something that did
+    /// not check: none, then each member alone, then (RAID-6, which can rebuild two) each pair.
+    /// `None` past the last.
+    pub(crate) fn suspect_set(&self, i: usize) -> Option<DiskSet> {
+        let n = self.geo().disks();
+        if i == 0 {
+            return Some(DiskSet::EMPTY);
+        }
+        let i = i - 1;
+        if i < n {
+            return Some(DiskSet::one(i));
+        }
+        if self.geo().level() != Level::Raid6 {
+            return None;
+        }
+        let mut k = i - n;
+        for a in 0..n {
+            let pairs = n - a - 1;
+            if k < pairs {
+                return Some(DiskSet::one(a).with(a + 1 + k));
+            }
+            k -= pairs;
+        }
+        None
+    }
+
+    /// The header of the item at log address `addr`, with at most `room` bytes to the end of
+    /// its segment: it must decode, carry this pool's tag and its own address, fit, and (when
+    /// given) have sequence number `seq`. Read plainly first, then with each
+    /// [`suspect_set`](Self::suspect_set) rebuilt from redundancy. Returns the header, where it
+    /// starts in `b.item`, and whether a rebuild was needed.
+    pub(crate) fn find_header(
+        &mut self,
+        b: &mut Bufs,
+        addr: u64,
+        room: usize,
+        seq: Option<u64>,
+    ) -> Option<(ItemHeader, usize, bool)> {
+        let mut k = 0;
+        while let Some(ex) = self.suspect_set(k) {
+            k += 1;
+            let Ok(off) = self.read_log(&mut b.log, addr, SECTOR, b.item, ex) else {
+                continue;
+            };
+            let Some(bytes) = b.item.get(off..off + HEADER_BYTES) else {
+                continue;
+            };
+            if let Ok(h) = ItemHeader::decode(bytes, room.saturating_sub(HEADER_BYTES))
+                && h.pool == self.conf.pool_tag
+                && h.addr == addr
+                && h.item_bytes() <= room
+                && seq.is_none_or(|s| h.seq == s)
+            {
+                return Some((h, off, k > 1));
+            }
+        }
+        None
+    }
+
     /// Reads and checks the item at `ptr` into `b.item`; returns its header and the offset of
     /// its payload in `b.item`. Repairs members whose data failed the checks (self-healing).
     pub(crate) fn load_item(
@@ -342,7 +399,8 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             Err(e) => e,
         };
         // Items still in memory cannot be healed from members.
-        let in_memory = ptr.addr >= self.log.stripe_addr && !self.log.replaying;
+        let open = self.log.stripe_addr..self.log.stripe_addr + self.sdb() as u64;
+        let in_memory = open.contains(&ptr.addr) && !self.log.replaying;
         if in_memory
             || matches!(
                 err,
@@ -352,27 +410,17 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             return Err(err);
         }
         // Try each member (RAID-6: each pair) as the one holding bad data.
-        let n = self.geo().disks();
-        let pairs = self.geo().level() == Level::Raid6;
-        for a in 0..n {
-            for bdisk in a..n {
-                if bdisk != a && !pairs {
-                    break;
-                }
-                let ex = if bdisk == a {
-                    DiskSet::one(a)
+        let mut i = 1;
+        while let Some(ex) = self.suspect_set(i) {
+            i += 1;
+            if let Ok(v) = self.try_item(b, ptr, expect, ex) {
+                if self.log.replaying {
+                    // Import rewrites the whole stripe from checked bytes instead.
+                    self.recovery_healed = true;
                 } else {
-                    DiskSet::one(a).with(bdisk)
-                };
-                if let Ok(v) = self.try_item(b, ptr, expect, ex) {
-                    if self.log.replaying {
-                        // Import rewrites the whole stripe from checked bytes instead.
-                        self.recovery_healed = true;
-                    } else {
-                        self.heal(b, ptr, ex);
-                    }
-                    return Ok(v);
+                    self.heal(b, ptr, ex);
                 }
+                return Ok(v);
             }
         }
         if let Some(s) = self.geo().locate(ptr.addr).map(|l| l.0) {
@@ -457,10 +505,5 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             self.on_members_failed()?;
         }
         Ok(())
-    }
-
-    /// Log address rounded to a sector.
-    pub(crate) fn sector_round(x: usize) -> usize {
-        round_up(x, SECTOR)
     }
 }

@@ -75,7 +75,10 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
     /// `Ok(false)` when the records do not fit (too many for this stripe, or the rings are
     /// full); the caller then seals the stripe instead.
     pub(crate) fn zil_write(&mut self, b: &mut Bufs) -> Result<bool, IoError> {
-        let fill = Self::sector_round(self.log.fill);
+        // Exactly up to `fill`: bytes past it are not final (later items go there), and a record
+        // must never patch them at import. Starting at a sector boundary below `zil_done` only
+        // repeats final bytes.
+        let fill = self.log.fill;
         let from = self.log.zil_done / SECTOR * SECTOR;
         if from >= fill {
             return Ok(true);

@@ -13,7 +13,7 @@ use raidcore_hal::{BlockDevice, ErrorKind};
 use super::state::{Bufs, Rebuild, Scrub, Spare, State};
 use super::{IoError, Pool};
 use crate::event::Event;
-use crate::format::{BadRange, HEADER_BYTES, ItemKind, SECTOR, SegState};
+use crate::format::{BadRange, ItemKind, SegState};
 use crate::log::Expect;
 use crate::raid::{ArrayError, DiskErrors, DiskSet, DiskState};
 
@@ -187,10 +187,10 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         if state == SegState::Free {
             return false;
         }
-        let addr = s * self.sdb() as u64;
-        // Reserved segments: only stripes below the log head were written.
-        if self.log.reserved.contains(&seg) {
-            return addr < self.log.stripe_addr;
+        // The segment the log is filling: only stripes below the open one were written. (Other
+        // reserved segments are free or filled; their addresses need not be in log order.)
+        if self.log.reserved.get(self.log.res_idx) == Some(&seg) {
+            return s * (self.sdb() as u64) < self.log.stripe_addr;
         }
         true
     }
@@ -293,18 +293,9 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         let mut cursor = self.seg_start(seg);
         let end = cursor + self.segment_bytes();
         while cursor < end && cursor < hi {
-            let Ok(off) = self.read_log(&mut b.log, cursor, SECTOR, b.item, DiskSet::EMPTY) else {
+            let Some((h, _, _)) = self.find_header(b, cursor, (end - cursor) as usize, None) else {
                 break;
             };
-            let Some(bytes) = b.item.get(off..off + HEADER_BYTES) else {
-                break;
-            };
-            let Ok(h) = crate::format::ItemHeader::decode(bytes, (end - cursor) as usize) else {
-                break;
-            };
-            if h.addr != cursor || h.pool != self.conf.pool_tag {
-                break;
-            }
             let item_end = cursor + h.item_bytes() as u64;
             if h.kind == ItemKind::Extent && item_end > lo {
                 let mut first = None;
@@ -356,7 +347,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
                     sc.stripes += 1;
                     done += 1;
                 }
-                let (rep, unrep) = self.scrub_items(b, seg)?;
+                let (rep, unrep, _) = self.scrub_items(b, seg)?;
                 sc.repaired += rep;
                 sc.unrepairable += unrep;
             }
@@ -390,8 +381,9 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         let strip = self.geo().strip_bytes();
         // Let the data's checksums decide first: reading every item of the stripe heals data
         // columns whose content fails its CRC.
+        let stripe_end = (s + 1) * self.sdb() as u64;
         let seg = self.seg_of(s * self.sdb() as u64);
-        self.scrub_items(b, seg)?;
+        let (_, _, reached) = self.scrub_items(b, seg)?;
         let again = self
             .array
             .verify_stripe(s, b.log.scratch)
@@ -400,6 +392,11 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             return Ok((blocks, 0));
         }
         let fix = if again.suspects.is_empty() {
+            if reached < stripe_end {
+                // Items of this stripe went unchecked: the data may be what is wrong, and
+                // parity rewritten from it would make the damage permanent.
+                return Ok((0, blocks));
+            }
             // Data checks out: the parity (or a mirror copy) is what is wrong.
             let geo = *self.geo();
             let mut set = DiskSet::EMPTY;
@@ -428,27 +425,26 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
     }
 
     /// Reads every live item of a segment, which checks its CRC and heals it from redundancy.
+    /// Returns blocks repaired, blocks lost, and the log address the walk reached (items past
+    /// it were not checked: a header that no reconstruction makes valid stops the walk).
     #[allow(clippy::unnecessary_wraps)] // callers treat it like the other steps
-    fn scrub_items(&mut self, b: &mut Bufs, seg: u32) -> Result<(u64, u64), IoError> {
+    fn scrub_items(&mut self, b: &mut Bufs, seg: u32) -> Result<(u64, u64, u64), IoError> {
         let start = self.seg_start(seg);
         let mut end = start + self.segment_bytes();
-        if self.log.reserved.contains(&seg) {
+        if self.log.reserved.get(self.log.res_idx) == Some(&seg) {
             end = end.min(self.log.stripe_addr);
         }
         let mut cursor = start;
         let before = self.array.stats().repair_bytes_written;
         let mut lost = 0u64;
         while cursor < end {
-            let Ok(off) = self.read_log(&mut b.log, cursor, SECTOR, b.item, DiskSet::EMPTY) else {
+            // A damaged header: reconstruct it without each member in turn (the item read then
+            // finds and heals the bad column).
+            let Some(h) = self
+                .find_header(b, cursor, (end - cursor) as usize, None)
+                .map(|(h, _, _)| h)
+            else {
                 break;
-            };
-            let Some(bytes) = b.item.get(off..off + HEADER_BYTES) else {
-                break;
-            };
-            let h = match crate::format::ItemHeader::decode(bytes, (end - cursor) as usize) {
-                Ok(h) if h.addr == cursor && h.pool == self.conf.pool_tag => h,
-                // A damaged header: let the item read (with its healing) try the members.
-                _ => break,
             };
             if matches!(h.kind, ItemKind::Extent | ItemKind::MapPage) {
                 let ptr = crate::format::BlockPtr {
@@ -471,7 +467,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         }
         let repaired =
             (self.array.stats().repair_bytes_written - before) / self.geo().block_bytes() as u64;
-        Ok((repaired, lost))
+        Ok((repaired, lost, cursor))
     }
 }
 

@@ -1376,6 +1376,14 @@ impl Sim {
             f.what = format!("final check: {}", f.what);
             f
         })?;
+        // The final reads may write (healing, a member failure noticed): an armed cut can fire
+        // during them, and then the disks are off until a crash import.
+        if self.rail.take_fired() {
+            self.crash(self.cut_shuffle)?;
+            if self.dead || self.pool.is_none() {
+                return Ok(());
+            }
+        }
         // An armed cut that never fired is disarmed: the shutdown is orderly.
         self.rail.disarm();
         let Some(pool) = self.pool.take() else {
