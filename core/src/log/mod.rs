@@ -323,14 +323,19 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
     }
 
     /// The `i`-th set of members to treat as holding bad data when reading something that did
-    /// not check: none, then each member alone, then (RAID-6, which can rebuild two) each pair.
-    /// `None` past the last.
+    /// not check: none, then each member alone, then (RAID-6, which can rebuild two) each pair;
+    /// on RAID-1 (any number of copies) every copy but one, for each copy in turn. `None` past
+    /// the last.
     pub(crate) fn suspect_set(&self, i: usize) -> Option<DiskSet> {
         let n = self.geo().disks();
         if i == 0 {
             return Some(DiskSet::EMPTY);
         }
         let i = i - 1;
+        if self.geo().level() == Level::Raid1 {
+            let all = (0..n).fold(DiskSet::EMPTY, DiskSet::with);
+            return (i < n).then(|| all.without(i));
+        }
         if i < n {
             return Some(DiskSet::one(i));
         }
@@ -480,8 +485,11 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         let first = ptr.addr / sdb;
         let last = (ptr.addr + u64::from(ptr.len) - 1) / sdb;
         let strip = self.geo().strip_bytes();
+        // Mirrors: the set is every copy but the one that checked; which of them were wrong is
+        // not known, so none is blamed (each is rewritten all the same).
+        let blame = self.geo().level() != Level::Raid1 || bad.len() == 1;
         for s in first..=last {
-            for d in bad.iter() {
+            for d in bad.iter().filter(|_| blame) {
                 self.array.note_checksum_error(d);
                 self.array.events_mut().push(Event::ChecksumRepaired {
                     disk: d as u8,

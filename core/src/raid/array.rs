@@ -48,6 +48,15 @@ impl DiskSet {
             self
         }
     }
+    /// The set with `disk` removed.
+    #[must_use]
+    pub const fn without(self, disk: usize) -> Self {
+        if disk < 32 {
+            DiskSet(self.0 & !(1 << disk))
+        } else {
+            self
+        }
+    }
     /// Number of slots in the set.
     #[must_use]
     pub const fn len(self) -> usize {
