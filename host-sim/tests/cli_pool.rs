@@ -240,8 +240,4 @@ fn bad_input_is_refused_with_status_2() {
     ]);
     assert_eq!(o.status.code(), Some(2));
     assert_eq!(status(&d)["level"], "raid6");
-    // The fault campaign is not wired yet.
-    let o = sim(&["sim"]);
-    assert_ne!(o.status.code(), Some(0));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("not implemented"));
 }

@@ -548,6 +548,17 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
                 .set_rebuilt_below(rc.disk as usize, rc.next_stripe);
             self.start_rebuild_at(rc.disk, rc.next_stripe);
         }
+        // A member recorded as rebuilding after the root was written (a spare taken, a disk
+        // replaced, and power lost before the next checkpoint) has no cursor: start over.
+        if self.rebuild.is_none()
+            && let Some(d) = (0..self.geo().disks()).find(|&d| {
+                self.array
+                    .member(d)
+                    .is_some_and(|m| m.state() == DiskState::Rebuilding)
+            })
+        {
+            self.start_rebuild_at(d as u8, 0);
+        }
         if let Some(sc) = root.scrub {
             self.scrub = Some(crate::pool::state::Scrub {
                 next_segment: sc.next_segment,
