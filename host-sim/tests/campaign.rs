@@ -3,31 +3,7 @@
 //! 20 seeds while the same seeds pass without it:
 //! `cargo test -p raidcore-sim --features mutate --test campaign`.
 
-use raidcore_sim::campaign::{self, CampaignOptions, History};
-
-fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-/// Exploration: `RC_SEEDS=500 RC_FROM=0 RC_OPS=200 cargo test -p raidcore-sim --release
-/// --test campaign explore -- --ignored --nocapture`.
-#[test]
-#[ignore = "exploration run, sized by RC_SEEDS / RC_FROM / RC_OPS / RC_JOBS"]
-fn explore() {
-    let opts = CampaignOptions {
-        seeds: env_u64("RC_SEEDS", 100),
-        from: env_u64("RC_FROM", 0),
-        ops: env_u64("RC_OPS", 200) as u32,
-        jobs: env_u64("RC_JOBS", 2) as usize,
-        shrink: std::env::var("RC_SHRINK").is_ok(),
-        ..CampaignOptions::default()
-    };
-    let sum = campaign::run(&opts).unwrap();
-    println!("{}", sum.render());
-}
+use raidcore_sim::campaign::{self, History};
 
 #[test]
 fn a_history_replays_exactly_and_round_trips_as_text() {
@@ -57,10 +33,10 @@ const MUTATION_SEEDS: [u64; 20] = [
 #[test]
 fn each_mutation_is_caught_within_20_seeds() {
     use campaign::MutationKind;
-    let base = CampaignOptions {
+    let base = campaign::CampaignOptions {
         seed_list: MUTATION_SEEDS.to_vec(),
         ops: campaign::DEFAULT_OPS,
-        ..CampaignOptions::default()
+        ..campaign::CampaignOptions::default()
     };
     let clean = campaign::run(&base).unwrap();
     assert!(
@@ -69,7 +45,7 @@ fn each_mutation_is_caught_within_20_seeds() {
         clean.render()
     );
     for m in MutationKind::ALL {
-        let sum = campaign::run(&CampaignOptions {
+        let sum = campaign::run(&campaign::CampaignOptions {
             mutate: Some(m),
             max_failures: Some(1),
             ..base.clone()

@@ -12,7 +12,7 @@
 //! fill; once 64-byte item alignment let later items start inside that sector, import patched
 //! the stale tail over them. Records now end exactly at the fill.
 
-use raidcore_sim::campaign::{self, History};
+use raidcore_tests::assert_history_passes;
 
 /// Seed 73, shrunk: RAID-0, no fault.
 const SEED_73: &str = "\
@@ -54,24 +54,17 @@ flush
 power_cut shuffle=3577570104
 ";
 
-fn check(text: &str) {
-    let h: History = text.parse().unwrap();
-    if let Some(f) = campaign::replay(&h).failure {
-        panic!("seed {}: {f}", h.shape.seed);
-    }
-}
-
 #[test]
 fn raid0_flushed_write_survives_power_cut() {
-    check(SEED_73);
+    assert_history_passes(SEED_73);
 }
 
 #[test]
 fn mirror_flushed_write_survives_power_cut() {
-    check(SEED_82);
+    assert_history_passes(SEED_82);
 }
 
 #[test]
 fn raid6_last_flushed_version_survives_power_cut() {
-    check(SEED_120);
+    assert_history_passes(SEED_120);
 }

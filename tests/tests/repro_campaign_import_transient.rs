@@ -8,9 +8,9 @@ use raidcore::format::LUN_BLOCK;
 use raidcore::pool::{ImportOptions, Pool, PoolConfig};
 use raidcore::raid::Level;
 use raidcore_hal::BlockSize;
-use raidcore_sim::campaign::{self, History};
 use raidcore_sim::disk::MemDisk;
 use raidcore_sim::fault::{Fault, FaultConfig, FaultyDisk, TransientKind};
+use raidcore_tests::assert_history_passes;
 
 type FPool = Pool<FaultyDisk<MemDisk>, Vec<u8>, 8, 4, 16, 4>;
 
@@ -24,10 +24,7 @@ power_cut shuffle=4293541467
 
 #[test]
 fn campaign_history_passes() {
-    let h: History = HISTORY.parse().unwrap();
-    if let Some(f) = campaign::replay(&h).failure {
-        panic!("{f}");
-    }
+    assert_history_passes(HISTORY);
 }
 
 /// The same with the pool API: RAID-5 over three faulty memory disks, clean shutdown, two

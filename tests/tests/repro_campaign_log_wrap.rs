@@ -9,7 +9,7 @@
 //!   was never reconstructed from the members; rebuild and scrub also skipped filled reserved
 //!   segments above the open stripe.
 
-use raidcore_sim::campaign::{self, History};
+use raidcore_tests::assert_history_passes;
 
 const SEED_991: &str = "\
 shape seed=991 level=raid5 disks=6 spares=2 block=4096 disk_blocks=1072 strip=65536 extent=4 compress=0 zil=16 seg_stripes=3 reserved=3 cleaner=1 step=1 idle=394 cache=4194304
@@ -79,19 +79,12 @@ write lun=2 lba=0 blocks=10 fua=0 tag=25
 write lun=0 lba=47 blocks=1 fua=1 tag=26
 ";
 
-fn check(text: &str) {
-    let h: History = text.parse().unwrap();
-    if let Some(f) = campaign::replay(&h).failure {
-        panic!("seed {}: {f}", h.shape.seed);
-    }
-}
-
 #[test]
 fn import_after_the_log_wrapped_to_a_lower_segment() {
-    check(SEED_991);
+    assert_history_passes(SEED_991);
 }
 
 #[test]
 fn rotten_item_heals_after_the_log_wrapped_to_address_zero() {
-    check(SEED_875);
+    assert_history_passes(SEED_875);
 }

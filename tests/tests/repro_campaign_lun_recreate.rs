@@ -9,8 +9,8 @@ use raidcore::format::LUN_BLOCK;
 use raidcore::pool::{ImportOptions, Pool, PoolConfig};
 use raidcore::raid::Level;
 use raidcore_hal::BlockSize;
-use raidcore_sim::campaign::{self, History};
 use raidcore_sim::disk::MemDisk;
+use raidcore_tests::assert_history_passes;
 
 type MemPool = Pool<MemDisk, Vec<u8>, 8, 4, 16, 4>;
 
@@ -27,10 +27,7 @@ write lun=0 lba=277 blocks=1 fua=0 tag=44
 
 #[test]
 fn campaign_history_passes() {
-    let h: History = HISTORY.parse().unwrap();
-    if let Some(f) = campaign::replay(&h).failure {
-        panic!("{f}");
-    }
+    assert_history_passes(HISTORY);
 }
 
 /// The same with the pool API alone, on a three-disk RAID-5.

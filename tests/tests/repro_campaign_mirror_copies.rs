@@ -4,7 +4,7 @@
 //! copy first, so the roll-forward stopped and a FUA write was lost. On RAID-1 every copy is
 //! now tried on its own.
 
-use raidcore_sim::campaign::{self, History};
+use raidcore_tests::assert_history_passes;
 
 const SEED_166: &str = "\
 shape seed=166 level=raid1 disks=4 spares=2 block=4096 disk_blocks=1496 strip=32768 extent=2 compress=1 zil=16 seg_stripes=1 reserved=3 cleaner=1 step=16 idle=300 cache=4194304
@@ -19,8 +19,5 @@ power_cut shuffle=269139118
 
 #[test]
 fn four_way_mirror_with_two_misdirected_copies_rolls_forward() {
-    let h: History = SEED_166.parse().unwrap();
-    if let Some(f) = campaign::replay(&h).failure {
-        panic!("seed {}: {f}", h.shape.seed);
-    }
+    assert_history_passes(SEED_166);
 }

@@ -5,7 +5,7 @@
 //! walk now reconstructs a damaged header from the other members (and heals the item), and a
 //! scrub never rewrites parity for a stripe whose items it could not check.
 
-use raidcore_sim::campaign::{self, History};
+use raidcore_tests::assert_history_passes;
 
 const SEED_999: &str = "\
 shape seed=999 level=raid5 disks=7 spares=0 block=512 disk_blocks=7936 strip=32768 extent=32 compress=1 zil=32 seg_stripes=2 reserved=2 cleaner=2 step=2 idle=344 cache=1048576
@@ -30,8 +30,5 @@ maintenance calls=1
 
 #[test]
 fn scrub_heals_a_misdirected_write_over_an_item_header() {
-    let h: History = SEED_999.parse().unwrap();
-    if let Some(f) = campaign::replay(&h).failure {
-        panic!("seed {}: {f}", h.shape.seed);
-    }
+    assert_history_passes(SEED_999);
 }

@@ -302,6 +302,21 @@ impl Sim {
     }
 
     /// Whether a fault on `slot` keeps the pool within its tolerance.
+    /// The slot (reduced to the shape), disk id and block a fault on `slot` strikes, if there
+    /// is one and the fault keeps the damage within the level's tolerance; a skipped fault is
+    /// counted.
+    fn aim(&mut self, slot: u8, pick: u32, label: bool) -> Option<(u8, u32, u64)> {
+        let slot = slot % self.shape.disks;
+        let hit = self
+            .target(slot, pick, label)
+            .filter(|_| self.fits(slot))
+            .map(|(id, lba)| (slot, id, lba));
+        if hit.is_none() {
+            self.stats.faults_skipped += 1;
+        }
+        hit
+    }
+
     fn fits(&mut self, slot: u8) -> bool {
         let mut d = self.damaged();
         d.insert(slot);
@@ -684,15 +699,9 @@ impl Sim {
                 sticky,
                 label,
             } => {
-                let slot = slot % self.shape.disks;
-                let Some((id, lba)) = self.target(slot, pick, label) else {
-                    self.stats.faults_skipped += 1;
+                let Some((slot, id, lba)) = self.aim(slot, pick, label) else {
                     return Ok(());
                 };
-                if !self.fits(slot) {
-                    self.stats.faults_skipped += 1;
-                    return Ok(());
-                }
                 let blocks = u64::from(blocks.max(1));
                 if let Some(d) = self.pool().array_mut().disk_mut(usize::from(slot)) {
                     d.handle().inject(Fault::Medium {
@@ -718,15 +727,9 @@ impl Sim {
                 bits,
                 label,
             } => {
-                let slot = slot % self.shape.disks;
-                let Some((id, lba)) = self.target(slot, pick, label) else {
-                    self.stats.faults_skipped += 1;
+                let Some((slot, id, lba)) = self.aim(slot, pick, label) else {
                     return Ok(());
                 };
-                if !self.fits(slot) {
-                    self.stats.faults_skipped += 1;
-                    return Ok(());
-                }
                 if let Some(d) = self.pool().array_mut().disk_mut(usize::from(slot)) {
                     d.handle().inject(Fault::BitRot {
                         lba: Some(lba),
@@ -737,12 +740,10 @@ impl Sim {
                 self.note_silent(id, Some(lba), false);
             }
             Step::LoseWrite { slot } | Step::Misdirect { slot, .. } => {
-                let slot = slot % self.shape.disks;
-                let Some((id, _)) = self.target(slot, 0, false) else {
-                    self.stats.faults_skipped += 1;
+                let Some((slot, id, _)) = self.aim(slot, 0, false) else {
                     return Ok(());
                 };
-                if self.armed.contains_key(&id) || !self.fits(slot) {
+                if self.armed.contains_key(&id) {
                     self.stats.faults_skipped += 1;
                     return Ok(());
                 }
