@@ -327,7 +327,7 @@ fn fio_eight_jobs_on_eight_exports_verify_crc32c() {
     let mut srv = TestServer::start(exports);
     let mut job = String::from(
         "[global]\nioengine=nbd\nrw=randwrite\nbsrange=512-64k\nblockalign=512\nsize=8m\niodepth=8\n\
-         verify=crc32c\ndo_verify=1\nverify_fatal=1\nrandseed=42\n",
+         verify=crc32c\ndo_verify=1\nverify_fatal=1\nverify_state_save=0\nrandseed=42\n",
     );
     for i in 0..8 {
         writeln!(job, "[lun{i}]\nuri={}", srv.uri(&format!("lun{i}"))).expect("fmt");
@@ -348,7 +348,7 @@ fn fio_jobs_sharing_blocks_of_one_export_keep_read_modify_write_atomic() {
     let region = 4 * MIB + 1024;
     let mut job = String::from(
         "[global]\nioengine=nbd\nrw=randwrite\nbsrange=512-16k\nblockalign=512\niodepth=8\n\
-         verify=crc32c\ndo_verify=1\nverify_fatal=1\nrandseed=7\n",
+         verify=crc32c\ndo_verify=1\nverify_fatal=1\nverify_state_save=0\nrandseed=7\n",
     );
     for i in 0..4u64 {
         let (uri, offset) = (srv.uri("lun0"), 512 + i * region);
