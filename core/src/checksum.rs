@@ -16,6 +16,8 @@
 //!   microcontroller targets, thumbv6m/thumbv7em) with its 1 KiB byte-wise table, because flash
 //!   is scarce there and a Cortex-M has no cache for a larger table to help; elsewhere with its
 //!   16 KiB slice-by-16 table, several times faster per byte.
+//!
+//! `--cfg raidcore_force_portable` (see [`crate::parity`]) leaves out the hardware paths.
 
 #[cfg(any(target_arch = "arm", target_arch = "riscv32"))]
 type CrcTable = crc::Table<1>;
@@ -34,12 +36,12 @@ pub fn crc32c(data: &[u8]) -> u32 {
 /// computed over pieces: `crc32c_append(crc32c(a), b) == crc32c(a ‖ b)`.
 #[must_use]
 pub fn crc32c_append(crc: u32, data: &[u8]) -> u32 {
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", not(raidcore_force_portable)))]
     if x86::has_sse42() {
         // SAFETY: the CPU has SSE4.2, checked just above.
         return !unsafe { x86::update(!crc, data) };
     }
-    #[cfg(target_arch = "aarch64")]
+    #[cfg(all(target_arch = "aarch64", not(raidcore_force_portable)))]
     if aarch64::has_crc() {
         // SAFETY: the CPU has the CRC extension, checked just above.
         return !unsafe { aarch64::update(!crc, data) };
@@ -174,7 +176,7 @@ const fn zeros_table(bytes: usize) -> [[u32; 256]; 4] {
     t
 }
 
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(target_arch = "x86_64", not(raidcore_force_portable)))]
 mod x86 {
     use core::arch::x86_64::{_MM_HINT_T0, _mm_crc32_u8, _mm_crc32_u64, _mm_prefetch};
 
@@ -261,7 +263,7 @@ mod x86 {
     }
 }
 
-#[cfg(target_arch = "aarch64")]
+#[cfg(all(target_arch = "aarch64", not(raidcore_force_portable)))]
 mod aarch64 {
     use core::arch::aarch64::{__crc32cb, __crc32cd};
 

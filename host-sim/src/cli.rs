@@ -319,6 +319,11 @@ pub struct BenchArgs {
     /// `parity`: the full (slower, more samples) mode.
     #[arg(long)]
     pub full: bool,
+    /// `parity`: time this raidcore kernel (`portable`, `ssse3`, `avx2`, `neon`) instead of the
+    /// fastest this CPU has; `portable` times the portable CRC-32C path (the `crc` crate) too,
+    /// i.e. what a Cortex-M runs.
+    #[arg(long)]
+    pub kernel: Option<String>,
 }
 
 /// A usage or setup error (exit status 2), or a verification failure (exit status 1).
@@ -738,12 +743,25 @@ fn bench(a: &BenchArgs) -> Result<(), Failure> {
 
 fn bench_parity(a: &BenchArgs) -> Result<(), Failure> {
     use crate::bench_parity::{BenchParityOptions, format_table, run, to_json};
-    let opts = if a.full {
+    use raidcore::parity::Kernel;
+    let mut opts = if a.full {
         BenchParityOptions::full()
     } else {
         BenchParityOptions::quick()
     };
-    let kernel = raidcore::parity::Kernel::selected();
+    let kernel = match &a.kernel {
+        None => Kernel::selected(),
+        Some(name) => Kernel::supported()
+            .find(|k| k.name() == name)
+            .ok_or_else(|| {
+                let have: Vec<&str> = Kernel::supported().map(Kernel::name).collect();
+                Failure::Error(format!(
+                    "kernel {name:?} is not available on this CPU; it has {}",
+                    have.join(", ")
+                ))
+            })?,
+    };
+    opts.kernel = Some(kernel);
     let rows = run(&opts, |row| {
         if !a.run.json {
             eprintln!(

@@ -31,6 +31,10 @@
 //! kernel the build target guarantees, or with feature `std` on x86-64 the best this CPU has
 //! (detected once, then cached). The `*_with` forms take an explicit kernel, for tests and
 //! benchmarks. Bytes past the last whole vector block go through the portable kernel.
+//!
+//! Building with `RUSTFLAGS="--cfg raidcore_force_portable"` leaves out every SIMD kernel (and
+//! the hardware CRC-32C paths in [`crate::checksum`]): the portable kernel alone, as on a
+//! Cortex-M, on any target. `core/footprint.sh` uses it to measure what the SIMD paths cost.
 // Indexing below is on offsets < the strip length checked by `check_shapes` at every entry
 // point, and on column indices < `columns.len()` checked there too.
 #![allow(clippy::indexing_slicing)]
@@ -39,10 +43,10 @@ use crate::gf256;
 
 mod portable;
 
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(target_arch = "x86_64", not(raidcore_force_portable)))]
 mod x86;
 
-#[cfg(target_arch = "aarch64")]
+#[cfg(all(target_arch = "aarch64", not(raidcore_force_portable)))]
 mod aarch64;
 
 /// Strip lengths must be a multiple of this many bytes.
@@ -131,11 +135,11 @@ pub struct Kernel(Id);
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Id {
     Portable,
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", not(raidcore_force_portable)))]
     Ssse3,
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", not(raidcore_force_portable)))]
     Avx2,
-    #[cfg(target_arch = "aarch64")]
+    #[cfg(all(target_arch = "aarch64", not(raidcore_force_portable)))]
     Neon,
 }
 
@@ -161,11 +165,11 @@ impl Kernel {
     pub const fn name(self) -> &'static str {
         match self.0 {
             Id::Portable => "portable",
-            #[cfg(target_arch = "x86_64")]
+            #[cfg(all(target_arch = "x86_64", not(raidcore_force_portable)))]
             Id::Ssse3 => "ssse3",
-            #[cfg(target_arch = "x86_64")]
+            #[cfg(all(target_arch = "x86_64", not(raidcore_force_portable)))]
             Id::Avx2 => "avx2",
-            #[cfg(target_arch = "aarch64")]
+            #[cfg(all(target_arch = "aarch64", not(raidcore_force_portable)))]
             Id::Neon => "neon",
         }
     }
@@ -175,11 +179,11 @@ impl Kernel {
     pub fn supported() -> impl Iterator<Item = Kernel> {
         [
             Some(Kernel::PORTABLE),
-            #[cfg(target_arch = "x86_64")]
+            #[cfg(all(target_arch = "x86_64", not(raidcore_force_portable)))]
             x86::has_ssse3().then_some(Kernel(Id::Ssse3)),
-            #[cfg(target_arch = "x86_64")]
+            #[cfg(all(target_arch = "x86_64", not(raidcore_force_portable)))]
             x86::has_avx2().then_some(Kernel(Id::Avx2)),
-            #[cfg(target_arch = "aarch64")]
+            #[cfg(all(target_arch = "aarch64", not(raidcore_force_portable)))]
             cfg!(target_feature = "neon").then_some(Kernel(Id::Neon)),
         ]
         .into_iter()
@@ -191,7 +195,10 @@ impl Kernel {
     /// cached in an atomic; otherwise it is fixed at compile time.
     #[must_use]
     pub fn selected() -> Kernel {
-        #[cfg(all(target_arch = "x86_64", any(feature = "std", test)))]
+        #[cfg(all(
+            all(target_arch = "x86_64", not(raidcore_force_portable)),
+            any(feature = "std", test)
+        ))]
         {
             use core::sync::atomic::{AtomicU8, Ordering};
             // 0: not detected yet; 1 + index into `supported()` order otherwise.
@@ -212,7 +219,10 @@ impl Kernel {
                 }
             }
         }
-        #[cfg(not(all(target_arch = "x86_64", any(feature = "std", test))))]
+        #[cfg(not(all(
+            all(target_arch = "x86_64", not(raidcore_force_portable)),
+            any(feature = "std", test)
+        )))]
         Self::best()
     }
 
@@ -226,11 +236,11 @@ macro_rules! dispatch {
     ($k:expr, $f:ident($($arg:expr),* $(,)?)) => {
         match $k.0 {
             Id::Portable => portable::$f($($arg),*),
-            #[cfg(target_arch = "x86_64")]
+            #[cfg(all(target_arch = "x86_64", not(raidcore_force_portable)))]
             Id::Ssse3 => x86::ssse3::$f($($arg),*),
-            #[cfg(target_arch = "x86_64")]
+            #[cfg(all(target_arch = "x86_64", not(raidcore_force_portable)))]
             Id::Avx2 => x86::avx2::$f($($arg),*),
-            #[cfg(target_arch = "aarch64")]
+            #[cfg(all(target_arch = "aarch64", not(raidcore_force_portable)))]
             Id::Neon => aarch64::neon::$f($($arg),*),
         }
     };
@@ -642,7 +652,7 @@ mod tests {
     }
 
     #[test]
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", not(raidcore_force_portable)))]
     fn every_kernel_this_cpu_has_is_offered() {
         let names: Vec<&str> = Kernel::supported().map(Kernel::name).collect();
         assert_eq!(names[0], "portable");
@@ -657,7 +667,10 @@ mod tests {
     }
 
     #[test]
-    #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
+    #[cfg(all(
+        all(target_arch = "aarch64", not(raidcore_force_portable)),
+        target_feature = "neon"
+    ))]
     fn neon_is_offered() {
         assert!(Kernel::supported().any(|k| k.name() == "neon"));
     }
