@@ -341,7 +341,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
                     if !self.stripe_in_use(b, s) {
                         continue;
                     }
-                    let (rep, unrep) = self.scrub_stripe(b, s)?;
+                    let (rep, unrep) = self.scrub_stripe(b, s, true)?;
                     sc.repaired += rep;
                     sc.unrepairable += unrep;
                     sc.stripes += 1;
@@ -369,12 +369,19 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
     }
 
     /// Verifies one stripe; repairs a member the check names, or parity when the data checks.
-    fn scrub_stripe(&mut self, b: &mut Bufs, s: u64) -> Result<(u64, u64), IoError> {
+    /// `blame`: count a checksum error against the members rewritten (not after a torn write,
+    /// where no disk did anything wrong). Returns blocks repaired and blocks left unrepairable.
+    pub(crate) fn scrub_stripe(
+        &mut self,
+        b: &mut Bufs,
+        s: u64,
+        blame: bool,
+    ) -> Result<(u64, u64), IoError> {
         let rep = self
             .array
             .verify_stripe(s, b.log.scratch)
             .map_err(IoError::Device)?;
-        if rep.consistent() {
+        if rep.consistent() && rep.read_errors.is_empty() {
             return Ok((0, 0));
         }
         let blocks = (self.geo().strip_bytes() / self.geo().block_bytes()) as u64;
@@ -388,10 +395,17 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             .array
             .verify_stripe(s, b.log.scratch)
             .map_err(IoError::Device)?;
-        if again.consistent() {
+        if again.consistent() && again.read_errors.is_empty() {
             return Ok((blocks, 0));
         }
-        let fix = if again.suspects.is_empty() {
+        let fix = if !again.read_errors.is_empty() {
+            // Blocks no read returns (a latent sector error in parity, or in data no live item
+            // covers, which the item walk never reads): rewrite them from the other columns, as
+            // md's "check" does, before a second fault in this stripe makes them data loss.
+            // With a column missing the rest cannot be cross-checked; the item walk above has
+            // checked (and healed) the data by its checksums.
+            again.read_errors
+        } else if again.suspects.is_empty() {
             if reached < stripe_end {
                 // Items of this stripe went unchecked: the data may be what is wrong, and
                 // parity rewritten from it would make the damage permanent.
@@ -412,7 +426,10 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         if fix.is_empty() {
             return Ok((0, blocks));
         }
-        for d in fix.iter() {
+        for d in fix
+            .iter()
+            .filter(|&d| blame && !again.read_errors.contains(d))
+        {
             self.array.note_checksum_error(d);
         }
         let before = self.array.stats().repair_bytes_written;
