@@ -10,12 +10,11 @@ use raidcore_sim::campaign::{self, CampaignOptions};
 /// `cargo run --release -p raidcore-sim -- sim --seeds 10000` (about 3 minutes on one core).
 const CI_SEEDS: u64 = 300;
 
-/// Seeds below [`CI_SEEDS`] that still fail because of open bugs the campaign found (seeds
-/// 0..1000: 16 fail): a scrub repairing a pool the campaign believes clean (102), `data lost`
-/// within tolerance (151). Fixed so far, each with a regression test: `repro_campaign_*`. Take
-/// a seed out of this list when its bug is fixed (`raidcore-sim sim --seeds 1 --from S
-/// --shrink`).
-const KNOWN_FAILING: [u64; 2] = [102, 151];
+/// Seeds below [`CI_SEEDS`] that still fail because of open bugs the campaign found (none at
+/// present; seeds 0..1000: 6 fail, see README). Fixed so far, each with a regression test:
+/// `repro_campaign_*`. Put a seed here only with its bug named, and take it out when the bug
+/// is fixed (`raidcore-sim sim --seeds 1 --from S --shrink`).
+const KNOWN_FAILING: [u64; 0] = [];
 
 #[test]
 fn ci_seeds_pass() {

@@ -45,6 +45,9 @@ pub(crate) struct LogEnd {
     pub stripe_addr: u64,
     pub stripe_seq: u64,
     pub items: u64,
+    /// Stripes of the log's tail whose parity (or mirror copies) a crash left inconsistent,
+    /// rewritten by [`State::resync_log_tail`].
+    pub resynced: u64,
 }
 
 impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: usize>
@@ -362,6 +365,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             stripe_addr,
             stripe_seq,
             items,
+            resynced: 0,
         })
     }
 
@@ -608,6 +612,45 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         if replayed.addr != end.addr {
             return Err(IoError::Corrupt(format::FormatError::Crc));
         }
-        Ok(end)
+        let resynced = self.resync_log_tail(b, root, &end)?;
+        Ok(LogEnd { resynced, ..end })
+    }
+
+    /// Closes the RAID write hole after a crash: the stripes the log wrote since the checkpoint
+    /// (bounded by the root's reserved segments, which roll-forward has just read) may have
+    /// reached some members and not others, leaving parity that disagrees with data the
+    /// roll-forward accepted. A later member failure would reconstruct garbage from it. Each
+    /// such stripe is checked and repaired like a scrub does (its items' checksums decide;
+    /// parity is rewritten only when they all check). The open stripe at the end is rewritten
+    /// whole when it fills, so it is not checked. Returns the stripes repaired.
+    fn resync_log_tail(&mut self, b: &mut Bufs, root: &Root, end: &LogEnd) -> Result<u64, IoError> {
+        let sdb = self.sdb() as u64;
+        let mut resynced = 0;
+        for i in 0..=end.res_idx {
+            let Some(&seg) = root.reserved.get(i) else {
+                break;
+            };
+            let seg_start = self.seg_start(seg);
+            let seg_end = seg_start + self.segment_bytes();
+            let from = if i == 0 {
+                (root.log.head / sdb * sdb).clamp(seg_start, seg_end)
+            } else {
+                seg_start
+            };
+            let to = if i == end.res_idx {
+                end.stripe_addr.clamp(seg_start, seg_end)
+            } else {
+                seg_end
+            };
+            let mut a = from;
+            while a < to {
+                let (repaired, _) = self.scrub_stripe(b, a / sdb, false)?;
+                if repaired > 0 {
+                    resynced += 1;
+                }
+                a += sdb;
+            }
+        }
+        Ok(resynced)
     }
 }

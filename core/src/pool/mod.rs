@@ -277,6 +277,9 @@ pub struct ImportReport {
     pub items_replayed: u64,
     /// Intent-log records applied.
     pub zil_records: u32,
+    /// Stripes written since the checkpoint whose parity (or mirror copies) the crash left
+    /// inconsistent with their data (the write hole), repaired during import.
+    pub resynced_stripes: u64,
     /// Members missing or failed.
     pub missing: u8,
     /// Disks left out (index in the order given, and why).
@@ -850,6 +853,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         let end = st.recover(&mut b, &root).map_err(OpenError::Io)?;
         report.root_gen = root.root_gen;
         report.items_replayed = end.items;
+        report.resynced_stripes = end.resynced;
         report.zil_records = st.zil_refs.len() as u32;
         if st.array.failed() != st.recorded_failed() || missing > 0 {
             st.on_members_failed().map_err(OpenError::Io)?;
