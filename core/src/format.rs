@@ -27,7 +27,8 @@ use serde::{Deserialize, Serialize};
 use crate::raid::{DiskState, Geometry};
 
 /// Format version written by this code; others are refused on import.
-pub const FORMAT_VERSION: u16 = 1;
+/// (2: a rebuild cursor names the disk it belongs to.)
+pub const FORMAT_VERSION: u16 = 2;
 /// Magic of a superblock ("RCSUPER1").
 pub const SUPER_MAGIC: u64 = u64::from_le_bytes(*b"RCSUPER1");
 /// Magic of a checkpoint root ("RCROOT01").
@@ -572,6 +573,9 @@ pub struct RebuildCursor {
     pub disk: u8,
     /// Stripes below this are rebuilt.
     pub next_stripe: u64,
+    /// GUID of the disk being rebuilt: the cursor applies to that disk only, not to a spare
+    /// that took the slot after this root was written (its rebuild starts over).
+    pub guid: u64,
 }
 
 /// Progress of a scrub.
@@ -981,10 +985,13 @@ mod tests {
             Superblock::decode(&[0u8; SLOT_BYTES]),
             Err(FormatError::Magic)
         );
-        let mut v2 = sb.clone();
-        v2.version = 2;
-        v2.encode(&mut slot).unwrap();
-        assert_eq!(Superblock::decode(&slot), Err(FormatError::Version(2)));
+        let mut other = sb.clone();
+        other.version = FORMAT_VERSION + 1;
+        other.encode(&mut slot).unwrap();
+        assert_eq!(
+            Superblock::decode(&slot),
+            Err(FormatError::Version(FORMAT_VERSION + 1))
+        );
 
         let root = Root {
             magic: ROOT_MAGIC,
@@ -1008,6 +1015,7 @@ mod tests {
             rebuild: Some(RebuildCursor {
                 disk: 2,
                 next_stripe: 100,
+                guid: 0x1234_5678,
             }),
             scrub: None,
             counters: Counters::default(),

@@ -138,6 +138,12 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             rebuild: self.rebuild.map(|r| format::RebuildCursor {
                 disk: r.disk,
                 next_stripe: r.next_stripe,
+                guid: self
+                    .conf
+                    .member_guids
+                    .get(usize::from(r.disk))
+                    .copied()
+                    .unwrap_or(0),
             }),
             scrub: self.scrub.map(|s| format::ScrubCursor {
                 next_segment: s.next_segment,
@@ -541,11 +547,14 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
 
     /// After import: which member slots the root's rebuild cursor covers.
     pub(crate) fn restore_rebuild(&mut self, root: &Root) {
+        // The cursor belongs to the disk it was written for: a spare that took the slot since
+        // (the membership is newer than the root) has rebuilt nothing yet.
         if let Some(rc) = root.rebuild
             && self
                 .array
                 .member(rc.disk as usize)
                 .is_some_and(|m| m.state() == DiskState::Rebuilding)
+            && self.conf.member_guids.get(usize::from(rc.disk)) == Some(&rc.guid)
         {
             let _ = self
                 .array
