@@ -289,7 +289,8 @@ pub struct RunArgs {
     /// Width of a timeline bucket (plots), in virtual milliseconds.
     #[arg(long, default_value_t = 50)]
     pub bucket_ms: u64,
-    /// Keep the disk images in this directory (default: a temporary one, removed).
+    /// Keep the disk images in this directory (default: a temporary one, removed; `bench nbd`
+    /// keeps its disks in memory and has no images).
     #[arg(long)]
     pub keep_dir: Option<PathBuf>,
     /// Print one JSON object instead of the table.
@@ -762,7 +763,7 @@ fn bench_parity(a: &BenchArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-/// `bench nbd`: a pool on file images (memory model) exported over NBD on a Unix socket, and
+/// `bench nbd`: a pool on memory disks (instant device model) exported over NBD on a Unix socket, and
 /// `nbdkit memory` (one server per LUN), each driven in turn by the same fio job (the seed
 /// workload, see [`crate::bench_nbd`]) for `--seconds` of wall-clock time. Prints IOPS, the
 /// slowest job, completion-latency percentiles and the ratio; exits 2 without fio or nbdkit,
@@ -781,10 +782,6 @@ fn bench_nbd(a: &BenchArgs) -> Result<(), Failure> {
     let tmp = tempfile::Builder::new()
         .prefix("raidcore-sim-nbd-")
         .tempdir()?;
-    let dir = r
-        .keep_dir
-        .clone()
-        .unwrap_or_else(|| tmp.path().join("pool"));
     let strip = u32::try_from(r.strip_size)
         .map_err(|_| Failure::Error(format!("--strip-size {}: too large", r.strip_size)))?;
     let mut uuid = [0u8; 16];
@@ -809,7 +806,6 @@ fn bench_nbd(a: &BenchArgs) -> Result<(), Failure> {
         sync_on_flush: false,
         ..HwOptions::default()
     };
-    DirPool::create(&dir, &opts, ModelKind::Instant, &hw)?.close()?;
     let sock = tmp.path().join("nbd.sock");
     let config = ServeConfig {
         tcp: None,
@@ -817,9 +813,11 @@ fn bench_nbd(a: &BenchArgs) -> Result<(), Failure> {
         ..ServeConfig::default()
     };
     let shutdown = config.shutdown.clone();
-    let dir2 = dir.clone();
+    // Memory disks, as `nbdkit memory` keeps its disk in RAM: the comparison is of the servers,
+    // not of the page cache. Built on the owner thread (a pool need not be `Send`).
     let server = nbd::Server::start(config, move || {
-        let dp = DirPool::open(&dir2, PoolConfig::default(), &hw).map_err(std::io::Error::other)?;
+        let dp = DirPool::create_in_memory(&opts, ModelKind::Instant, &hw)
+            .map_err(std::io::Error::other)?;
         Ok(PoolBackend::new(dp))
     })?;
     let names: Vec<String> = server.exports().iter().map(|e| e.name.clone()).collect();
