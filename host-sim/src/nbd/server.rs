@@ -23,7 +23,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileTypeExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError, mpsc};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
@@ -115,8 +115,6 @@ struct OutState {
     queue: VecDeque<(Reply, usize)>,
     /// The writer thread is writing a reply it took off the queue.
     writing: bool,
-    /// Replies the owner still owes (jobs sent to it, not yet answered).
-    owed: usize,
     /// The reader has stopped: nothing more will be queued except what is owed.
     reader_done: bool,
     /// Writing failed (the client went away) or the connection was torn down: replies are
@@ -135,6 +133,10 @@ struct OutState {
 struct Outbox {
     conn: Conn,
     credits: Arc<Credits>,
+    /// Replies the owner still owes (jobs sent to it, not yet answered). Raised by the reader
+    /// without the lock (the owner may hold it while it writes), before it sets `reader_done`;
+    /// lowered under the lock.
+    owed: AtomicUsize,
     state: Mutex<OutState>,
     /// Wakes the writer thread: something queued, or nothing more to wait for.
     wake: Condvar,
@@ -170,6 +172,7 @@ impl Outbox {
         Outbox {
             conn,
             credits,
+            owed: AtomicUsize::new(0),
             state: Mutex::new(OutState::default()),
             wake: Condvar::new(),
         }
@@ -181,7 +184,7 @@ impl Outbox {
 
     /// Records one more reply the owner will owe, for a job about to be sent to it.
     fn owe(self: &Arc<Self>, credit: usize) -> Owed {
-        self.lock().owed += 1;
+        self.owed.fetch_add(1, Ordering::SeqCst);
         Owed {
             outbox: Arc::clone(self),
             credit,
@@ -198,12 +201,12 @@ impl Outbox {
     /// An owed reply is settled: sent (`Some`) or abandoned (`None`, its credit released).
     fn settle(&self, reply: Option<Reply>, credit: usize) {
         let mut st = self.lock();
-        st.owed = st.owed.saturating_sub(1);
+        let owed = self.owed.fetch_sub(1, Ordering::SeqCst) - 1;
         match reply {
             Some(r) => self.push(&mut st, r),
             None => self.credits.release(credit),
         }
-        if st.owed == 0 && st.reader_done {
+        if owed == 0 && st.reader_done {
             self.wake.notify_one();
         }
     }
@@ -254,49 +257,71 @@ impl Outbox {
 /// Per-connection flow control: a count and a byte budget of queued work.
 #[derive(Debug)]
 struct Credits {
-    /// (requests outstanding, bytes outstanding, closed)
-    state: Mutex<(usize, usize, bool)>,
+    state: Mutex<CreditState>,
     freed: Condvar,
     max_count: usize,
     max_bytes: usize,
 }
 
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct CreditState {
+    /// Requests outstanding.
+    count: usize,
+    /// Bytes outstanding.
+    bytes: usize,
+    /// The connection is going away: no more credit.
+    closed: bool,
+    /// The reader waits for credit (so a release must wake it).
+    waiting: bool,
+}
+
 impl Credits {
     fn new(max_count: usize, max_bytes: usize) -> Self {
         Credits {
-            state: Mutex::new((0, 0, false)),
+            state: Mutex::new(CreditState::default()),
             freed: Condvar::new(),
             max_count,
             max_bytes,
         }
     }
 
+    fn lock(&self) -> std::sync::MutexGuard<'_, CreditState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// Waits for room for one more item of `bytes`; false once the writer has gone.
     fn acquire(&self, bytes: usize) -> bool {
-        let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut st = self.lock();
         loop {
-            let (count, out, closed) = *st;
-            if closed {
+            if st.closed {
                 return false;
             }
             // An item larger than the whole budget runs when nothing else is queued.
-            if count < self.max_count && (out + bytes <= self.max_bytes || count == 0) {
-                *st = (count + 1, out + bytes, false);
+            if st.count < self.max_count && (st.bytes + bytes <= self.max_bytes || st.count == 0) {
+                st.count += 1;
+                st.bytes += bytes;
+                st.waiting = false;
                 return true;
             }
+            st.waiting = true;
             st = self.freed.wait(st).unwrap_or_else(PoisonError::into_inner);
         }
     }
 
     fn release(&self, bytes: usize) {
-        let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        st.0 = st.0.saturating_sub(1);
-        st.1 = st.1.saturating_sub(bytes);
-        self.freed.notify_all();
+        let mut st = self.lock();
+        st.count = st.count.saturating_sub(1);
+        st.bytes = st.bytes.saturating_sub(bytes);
+        // A notify is a system call even with nobody waiting: only when the reader waits.
+        let wake = st.waiting;
+        drop(st);
+        if wake {
+            self.freed.notify_all();
+        }
     }
 
     fn close(&self) {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner).2 = true;
+        self.lock().closed = true;
         self.freed.notify_all();
     }
 }
@@ -853,7 +878,7 @@ fn writer_main(out: &Outbox) {
             }
             continue;
         }
-        if st.reader_done && st.owed == 0 {
+        if st.reader_done && out.owed.load(Ordering::SeqCst) == 0 {
             break;
         }
         st = out.wake.wait(st).unwrap_or_else(PoisonError::into_inner);
@@ -961,7 +986,8 @@ mod tests {
         assert!(rest[..ones].iter().all(|&b| b == 1));
         assert!(rest[ones..].iter().all(|&b| b == 2));
         // Every credit came back.
-        assert_eq!(*credits.state.lock().unwrap(), (0, 0, true));
+        let st = *credits.lock();
+        assert_eq!((st.count, st.bytes, st.closed), (0, 0, true));
     }
 
     #[test]
@@ -980,7 +1006,8 @@ mod tests {
         let mut rest = Vec::new();
         client.read_to_end(&mut rest).unwrap();
         assert!(rest.is_empty());
-        assert_eq!(*credits.state.lock().unwrap(), (0, 0, true));
+        let st = *credits.lock();
+        assert_eq!((st.count, st.bytes, st.closed), (0, 0, true));
     }
 
     #[test]
@@ -994,6 +1021,6 @@ mod tests {
         assert!(out.lock().broken);
         // A reader waiting for credit would now give up.
         assert!(!credits.acquire(1));
-        assert_eq!(credits.state.lock().unwrap().1, 0);
+        assert_eq!(credits.lock().bytes, 0);
     }
 }
