@@ -770,7 +770,9 @@ fn bench_parity(a: &BenchArgs) -> Result<(), Failure> {
 /// 1 if fio reports errors (verification included). Wall-clock figures: not deterministic.
 #[allow(clippy::cast_sign_loss)] // `seconds` is checked positive
 fn bench_nbd(a: &BenchArgs) -> Result<(), Failure> {
-    use crate::bench_nbd::{FSYNC_EVERY, Job, NbdkitPeer, TARGET_RATIO, run_fio};
+    use crate::bench_nbd::{
+        FSYNC_EVERY, Job, NbdkitPeer, TARGET_RATIO, cpu_us_per_request, process_cpu_secs, run_fio,
+    };
     let r = &a.run;
     let fio = crate::bench_nbd::fio_version()
         .map_err(|e| Failure::Error(format!("bench nbd needs fio (Debian package fio): {e}")))?;
@@ -837,7 +839,10 @@ fn bench_nbd(a: &BenchArgs) -> Result<(), Failure> {
             names.len()
         );
     }
+    let me = std::process::id();
+    let cpu_before = process_cpu_secs(me);
     let ours = run_fio(secs, r.lun_size, &jobs);
+    let our_cpu = process_cpu_secs(me).zip(cpu_before).map(|(a, b)| a - b);
     shutdown.store(true, Ordering::SeqCst);
     let joined = handle.join();
     let ours = ours.map_err(Failure::Error)?;
@@ -854,7 +859,9 @@ fn bench_nbd(a: &BenchArgs) -> Result<(), Failure> {
         );
     }
     let peer = NbdkitPeer::start(tmp.path(), &names, r.lun_size).map_err(Failure::Error)?;
+    let cpu_before = peer.cpu_secs();
     let theirs = run_fio(secs, r.lun_size, peer.jobs());
+    let their_cpu = peer.cpu_secs().zip(cpu_before).map(|(a, b)| a - b);
     drop(peer);
     let theirs = theirs.map_err(Failure::Error)?;
 
@@ -864,6 +871,8 @@ fn bench_nbd(a: &BenchArgs) -> Result<(), Failure> {
     } else {
         0.0
     };
+    let our_cpu_us = cpu_us_per_request(our_cpu, o);
+    let their_cpu_us = cpu_us_per_request(their_cpu, t);
     let level = format!("{:?}", r.level);
     let report = serde_json::json!({
         "workload": "nbd",
@@ -881,10 +890,12 @@ fn bench_nbd(a: &BenchArgs) -> Result<(), Failure> {
                 r.disks, r.spares, r.strip_size >> 10
             ),
             "result": ours.summary.to_json(ours.exit_ok),
+            "server_cpu_us_per_request": our_cpu_us,
         },
         "nbdkit": {
             "target": format!("{nbdkit}: one `nbdkit memory size={}` per LUN", r.lun_size),
             "result": theirs.summary.to_json(theirs.exit_ok),
+            "server_cpu_us_per_request": their_cpu_us,
         },
         "ratio_iops": ratio,
         "target_ratio": TARGET_RATIO,
@@ -893,14 +904,15 @@ fn bench_nbd(a: &BenchArgs) -> Result<(), Failure> {
     if r.json {
         print(&format!("{}\n", serde_json::to_string_pretty(&report)?));
     } else {
-        let row = |label: &str, s: &crate::bench_nbd::FioSummary, ok: bool| {
+        let row = |label: &str, s: &crate::bench_nbd::FioSummary, ok: bool, cpu: Option<f64>| {
             format!(
-                "  {label:<14} {:>10.0} {:>12.0} {:>8.1} {:>8.1} {:>9.1}  {}\n",
+                "  {label:<14} {:>10.0} {:>12.0} {:>8.1} {:>8.1} {:>9.1} {:>10}  {}\n",
                 s.iops_total(),
                 s.iops_min(),
                 s.clat_us_p50,
                 s.clat_us_p99,
                 s.clat_us_p999,
+                cpu.map_or_else(|| "-".to_string(), |c| format!("{c:.1}")),
                 if s.errors == 0 && ok {
                     format!("passed ({} reads)", s.verify_reads)
                 } else {
@@ -910,7 +922,7 @@ fn bench_nbd(a: &BenchArgs) -> Result<(), Failure> {
         };
         print(&format!(
             "bench nbd: fio --ioengine=nbd over Unix sockets, {} jobs (one per LUN) x 4 KiB sequential writes QD1, flush every {FSYNC_EVERY}, {secs} s wall clock each\n  \
-             {:<14} {:>10} {:>12} {:>8} {:>8} {:>9}  fio verify (crc32c)\n{}{}  ratio raidcore/nbdkit IOPS {ratio:.2} (target {TARGET_RATIO}: {})\n",
+             {:<14} {:>10} {:>12} {:>8} {:>8} {:>9} {:>10}  fio verify (crc32c)\n{}{}  ratio raidcore/nbdkit IOPS {ratio:.2} (target {TARGET_RATIO}: {})\n",
             names.len(),
             "",
             "IOPS total",
@@ -918,8 +930,9 @@ fn bench_nbd(a: &BenchArgs) -> Result<(), Failure> {
             "p50 us",
             "p99 us",
             "p99.9 us",
-            row("raidcore", o, ours.exit_ok),
-            row("nbdkit memory", t, theirs.exit_ok),
+            "cpu us/req",
+            row("raidcore", o, ours.exit_ok, our_cpu_us),
+            row("nbdkit memory", t, theirs.exit_ok, their_cpu_us),
             if ratio >= TARGET_RATIO {
                 "met"
             } else {
