@@ -21,6 +21,12 @@
 //!
 //! Latency: fio's completion latency (`clat`), the histograms of all jobs merged
 //! (`--output-format=json+` bins), so the percentiles are those of every write of the run.
+//!
+//! Server CPU: user + system time of the server's process(es) during fio's run, from
+//! `/proc/<pid>/stat` (this process for raidcore, whose only other threads then wait on fio; the
+//! nbdkit processes for the peer), divided by the requests fio completed (writes and verification
+//! reads). On a machine shared with other work, IOPS depend on what else runs; the CPU a server
+//! spends per request much less so.
 
 // IOPS and percentile arithmetic is in f64 on counts far below 2^52.
 #![allow(clippy::cast_precision_loss)]
@@ -317,6 +323,16 @@ impl NbdkitPeer {
     pub fn jobs(&self) -> &[Job] {
         &self.jobs
     }
+
+    /// CPU time all the servers have used so far, in seconds ([`process_cpu_secs`]); `None` if
+    /// any cannot be read.
+    #[must_use]
+    pub fn cpu_secs(&self) -> Option<f64> {
+        self.children
+            .iter()
+            .map(|c| process_cpu_secs(c.id()))
+            .sum::<Option<f64>>()
+    }
 }
 
 impl Drop for NbdkitPeer {
@@ -326,6 +342,28 @@ impl Drop for NbdkitPeer {
             let _ = c.wait();
         }
     }
+}
+
+/// CPU time (user + system, all threads) that process `pid` has used so far, in seconds, from
+/// `/proc/<pid>/stat`; `None` if the file is missing (not Linux, process gone) or malformed.
+pub fn process_cpu_secs(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces and parentheses: count fields after its ')'.
+    let rest = stat.get(stat.rfind(')')? + 1..)?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the line, the 12th and 13th after the name.
+    let ticks = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    // SAFETY: sysconf only reads a configuration value.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    (hz > 0).then(|| ticks as f64 / hz as f64)
+}
+
+/// Server CPU per request in microseconds: `cpu_secs` over the writes and verification reads of
+/// `s` (`None` without a CPU figure or without requests).
+#[must_use]
+pub fn cpu_us_per_request(cpu_secs: Option<f64>, s: &FioSummary) -> Option<f64> {
+    let n = s.writes + s.verify_reads;
+    cpu_secs.filter(|_| n > 0).map(|c| c * 1e6 / n as f64)
 }
 
 /// Version of fio, or why it cannot be run.
@@ -375,5 +413,20 @@ mod tests {
         let j = s.to_json(true);
         assert_eq!(j["latency_us"]["p99_9"], 9.0);
         assert!(fio_json(b"no json here").is_err());
+    }
+
+    #[test]
+    fn cpu_of_this_process_is_read_and_divided_per_request() {
+        let cpu = process_cpu_secs(std::process::id());
+        assert!(cpu.is_some_and(|c| c >= 0.0), "{cpu:?}");
+        let s = FioSummary {
+            writes: 300,
+            verify_reads: 100,
+            ..FioSummary::default()
+        };
+        let us = cpu_us_per_request(Some(0.002), &s).unwrap();
+        assert!((us - 5.0).abs() < 1e-9, "{us}");
+        assert_eq!(cpu_us_per_request(None, &s), None);
+        assert_eq!(cpu_us_per_request(Some(1.0), &FioSummary::default()), None);
     }
 }

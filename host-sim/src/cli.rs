@@ -289,7 +289,8 @@ pub struct RunArgs {
     /// Width of a timeline bucket (plots), in virtual milliseconds.
     #[arg(long, default_value_t = 50)]
     pub bucket_ms: u64,
-    /// Keep the disk images in this directory (default: a temporary one, removed).
+    /// Keep the disk images in this directory (default: a temporary one, removed; `bench nbd`
+    /// keeps its disks in memory and has no images).
     #[arg(long)]
     pub keep_dir: Option<PathBuf>,
     /// Print one JSON object instead of the table.
@@ -780,14 +781,16 @@ fn bench_parity(a: &BenchArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-/// `bench nbd`: a pool on file images (memory model) exported over NBD on a Unix socket, and
+/// `bench nbd`: a pool on memory disks (instant device model) exported over NBD on a Unix socket, and
 /// `nbdkit memory` (one server per LUN), each driven in turn by the same fio job (the seed
 /// workload, see [`crate::bench_nbd`]) for `--seconds` of wall-clock time. Prints IOPS, the
 /// slowest job, completion-latency percentiles and the ratio; exits 2 without fio or nbdkit,
 /// 1 if fio reports errors (verification included). Wall-clock figures: not deterministic.
 #[allow(clippy::cast_sign_loss)] // `seconds` is checked positive
 fn bench_nbd(a: &BenchArgs) -> Result<(), Failure> {
-    use crate::bench_nbd::{FSYNC_EVERY, Job, NbdkitPeer, TARGET_RATIO, run_fio};
+    use crate::bench_nbd::{
+        FSYNC_EVERY, Job, NbdkitPeer, TARGET_RATIO, cpu_us_per_request, process_cpu_secs, run_fio,
+    };
     let r = &a.run;
     let fio = crate::bench_nbd::fio_version()
         .map_err(|e| Failure::Error(format!("bench nbd needs fio (Debian package fio): {e}")))?;
@@ -799,10 +802,6 @@ fn bench_nbd(a: &BenchArgs) -> Result<(), Failure> {
     let tmp = tempfile::Builder::new()
         .prefix("raidcore-sim-nbd-")
         .tempdir()?;
-    let dir = r
-        .keep_dir
-        .clone()
-        .unwrap_or_else(|| tmp.path().join("pool"));
     let strip = u32::try_from(r.strip_size)
         .map_err(|_| Failure::Error(format!("--strip-size {}: too large", r.strip_size)))?;
     let mut uuid = [0u8; 16];
@@ -827,7 +826,6 @@ fn bench_nbd(a: &BenchArgs) -> Result<(), Failure> {
         sync_on_flush: false,
         ..HwOptions::default()
     };
-    DirPool::create(&dir, &opts, ModelKind::Instant, &hw)?.close()?;
     let sock = tmp.path().join("nbd.sock");
     let config = ServeConfig {
         tcp: None,
@@ -835,9 +833,11 @@ fn bench_nbd(a: &BenchArgs) -> Result<(), Failure> {
         ..ServeConfig::default()
     };
     let shutdown = config.shutdown.clone();
-    let dir2 = dir.clone();
+    // Memory disks, as `nbdkit memory` keeps its disk in RAM: the comparison is of the servers,
+    // not of the page cache. Built on the owner thread (a pool need not be `Send`).
     let server = nbd::Server::start(config, move || {
-        let dp = DirPool::open(&dir2, PoolConfig::default(), &hw).map_err(std::io::Error::other)?;
+        let dp = DirPool::create_in_memory(&opts, ModelKind::Instant, &hw)
+            .map_err(std::io::Error::other)?;
         Ok(PoolBackend::new(dp))
     })?;
     let names: Vec<String> = server.exports().iter().map(|e| e.name.clone()).collect();
@@ -857,7 +857,10 @@ fn bench_nbd(a: &BenchArgs) -> Result<(), Failure> {
             names.len()
         );
     }
+    let me = std::process::id();
+    let cpu_before = process_cpu_secs(me);
     let ours = run_fio(secs, r.lun_size, &jobs);
+    let our_cpu = process_cpu_secs(me).zip(cpu_before).map(|(a, b)| a - b);
     shutdown.store(true, Ordering::SeqCst);
     let joined = handle.join();
     let ours = ours.map_err(Failure::Error)?;
@@ -874,7 +877,9 @@ fn bench_nbd(a: &BenchArgs) -> Result<(), Failure> {
         );
     }
     let peer = NbdkitPeer::start(tmp.path(), &names, r.lun_size).map_err(Failure::Error)?;
+    let cpu_before = peer.cpu_secs();
     let theirs = run_fio(secs, r.lun_size, peer.jobs());
+    let their_cpu = peer.cpu_secs().zip(cpu_before).map(|(a, b)| a - b);
     drop(peer);
     let theirs = theirs.map_err(Failure::Error)?;
 
@@ -884,6 +889,8 @@ fn bench_nbd(a: &BenchArgs) -> Result<(), Failure> {
     } else {
         0.0
     };
+    let our_cpu_us = cpu_us_per_request(our_cpu, o);
+    let their_cpu_us = cpu_us_per_request(their_cpu, t);
     let level = format!("{:?}", r.level);
     let report = serde_json::json!({
         "workload": "nbd",
@@ -901,10 +908,12 @@ fn bench_nbd(a: &BenchArgs) -> Result<(), Failure> {
                 r.disks, r.spares, r.strip_size >> 10
             ),
             "result": ours.summary.to_json(ours.exit_ok),
+            "server_cpu_us_per_request": our_cpu_us,
         },
         "nbdkit": {
             "target": format!("{nbdkit}: one `nbdkit memory size={}` per LUN", r.lun_size),
             "result": theirs.summary.to_json(theirs.exit_ok),
+            "server_cpu_us_per_request": their_cpu_us,
         },
         "ratio_iops": ratio,
         "target_ratio": TARGET_RATIO,
@@ -913,14 +922,15 @@ fn bench_nbd(a: &BenchArgs) -> Result<(), Failure> {
     if r.json {
         print(&format!("{}\n", serde_json::to_string_pretty(&report)?));
     } else {
-        let row = |label: &str, s: &crate::bench_nbd::FioSummary, ok: bool| {
+        let row = |label: &str, s: &crate::bench_nbd::FioSummary, ok: bool, cpu: Option<f64>| {
             format!(
-                "  {label:<14} {:>10.0} {:>12.0} {:>8.1} {:>8.1} {:>9.1}  {}\n",
+                "  {label:<14} {:>10.0} {:>12.0} {:>8.1} {:>8.1} {:>9.1} {:>10}  {}\n",
                 s.iops_total(),
                 s.iops_min(),
                 s.clat_us_p50,
                 s.clat_us_p99,
                 s.clat_us_p999,
+                cpu.map_or_else(|| "-".to_string(), |c| format!("{c:.1}")),
                 if s.errors == 0 && ok {
                     format!("passed ({} reads)", s.verify_reads)
                 } else {
@@ -930,7 +940,7 @@ fn bench_nbd(a: &BenchArgs) -> Result<(), Failure> {
         };
         print(&format!(
             "bench nbd: fio --ioengine=nbd over Unix sockets, {} jobs (one per LUN) x 4 KiB sequential writes QD1, flush every {FSYNC_EVERY}, {secs} s wall clock each\n  \
-             {:<14} {:>10} {:>12} {:>8} {:>8} {:>9}  fio verify (crc32c)\n{}{}  ratio raidcore/nbdkit IOPS {ratio:.2} (target {TARGET_RATIO}: {})\n",
+             {:<14} {:>10} {:>12} {:>8} {:>8} {:>9} {:>10}  fio verify (crc32c)\n{}{}  ratio raidcore/nbdkit IOPS {ratio:.2} (target {TARGET_RATIO}: {})\n",
             names.len(),
             "",
             "IOPS total",
@@ -938,8 +948,9 @@ fn bench_nbd(a: &BenchArgs) -> Result<(), Failure> {
             "p50 us",
             "p99 us",
             "p99.9 us",
-            row("raidcore", o, ours.exit_ok),
-            row("nbdkit memory", t, theirs.exit_ok),
+            "cpu us/req",
+            row("raidcore", o, ours.exit_ok, our_cpu_us),
+            row("nbdkit memory", t, theirs.exit_ok, their_cpu_us),
             if ratio >= TARGET_RATIO {
                 "met"
             } else {

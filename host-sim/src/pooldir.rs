@@ -12,6 +12,9 @@
 //! GUID in the newest superblock generation. An image the pool moved on without (a failed
 //! member) is reported as stale and left alone; [`DirPool::replace`] renames it to
 //! `disk<number>.img.failed-g<generation>` before a blank image takes its name.
+//!
+//! [`DirPool::create_in_memory`] builds the same pool on memory disks instead, with no
+//! directory (for benchmarks that compare against RAM-backed servers).
 
 use std::fmt;
 use std::fs;
@@ -28,7 +31,7 @@ use raidcore_hal::BlockSize;
 use serde::{Deserialize, Serialize};
 
 use crate::clock::{IoTracker, SimClock};
-use crate::disk::{FileDisk, FileDiskOptions, NullDisk, SimDisk, SimError};
+use crate::disk::{FileDisk, FileDiskOptions, MemDisk, NullDisk, SimDisk, SimError};
 use crate::fault::{FaultConfig, MemberHandles, SimMember, sim_member};
 use crate::model::ModelKind;
 
@@ -298,7 +301,7 @@ pub struct ImageInfo {
 /// A pool open on the images of a directory, with the simulated hardware under it.
 #[derive(Debug)]
 pub struct DirPool {
-    /// The directory.
+    /// The directory (empty for a pool on memory disks, see [`DirPool::create_in_memory`]).
     pub dir: PathBuf,
     /// The pool.
     pub pool: SimPool,
@@ -389,6 +392,61 @@ impl DirPool {
         model: ModelKind,
         hw: &HwOptions,
     ) -> Result<DirPool, DirError> {
+        Self::check_layout(Some(dir), opts, hw)?;
+        fs::create_dir_all(dir).map_err(io_err(format!("creating {}", dir.display())))?;
+        if opts.overwrite {
+            for n in list_images(dir)? {
+                let p = dir.join(image_name(n));
+                fs::remove_file(&p).map_err(io_err(format!("removing {}", p.display())))?;
+            }
+        } else if !list_images(dir)?.is_empty() || dir.join(META_FILE).exists() {
+            return Err(DirError::Invalid(format!(
+                "{} already holds a pool (disk images or {META_FILE}); pass --force to replace it",
+                dir.display()
+            )));
+        }
+        let made = Self::build(Some(dir), opts, model, hw);
+        if made.is_err() {
+            // Leave nothing half made behind.
+            for n in 0..opts.disks + opts.spares {
+                let _ = fs::remove_file(dir.join(image_name(n)));
+            }
+            let _ = fs::remove_file(dir.join(META_FILE));
+        }
+        made
+    }
+
+    /// Creates a new pool like [`DirPool::create`], but on sparse memory disks ([`MemDisk`])
+    /// instead of image files: nothing touches the file system, and everything is lost when the
+    /// value is dropped. [`DirPool::dir`] is empty and [`DirPool::replace`] refuses (there is no
+    /// directory to put a new image in); everything else works as on images.
+    ///
+    /// Errors: as [`DirPool::create`] ([`DirError::Invalid`] for a bad layout, pool creation
+    /// errors as [`DirError::Open`]).
+    pub fn create_in_memory(
+        opts: &CreateOptions,
+        model: ModelKind,
+        hw: &HwOptions,
+    ) -> Result<DirPool, DirError> {
+        Self::check_layout(None, opts, hw)?;
+        Self::build(None, opts, model, hw)
+    }
+
+    /// True for a pool made by [`DirPool::create_in_memory`].
+    #[must_use]
+    pub fn in_memory(&self) -> bool {
+        self.dir.as_os_str().is_empty()
+    }
+
+    /// Refuses a layout the pool would refuse, before any image is made (`dir` only names the
+    /// images in errors).
+    fn check_layout(
+        dir: Option<&Path>,
+        opts: &CreateOptions,
+        hw: &HwOptions,
+    ) -> Result<(), DirError> {
+        let image_path =
+            |n: usize| dir.map_or_else(|| PathBuf::from(image_name(n)), |d| d.join(image_name(n)));
         let bs = opts.block_size.bytes() as u64;
         let total = opts.disks + opts.spares;
         if opts.disks == 0 || total > MAX_DISKS {
@@ -423,7 +481,7 @@ impl DirPool {
             let mut null = (0..total).map(|n| {
                 let d = NullDisk::new(opts.block_size, opts.disk_bytes / bs).map_err(|err| {
                     DirError::Disk {
-                        path: dir.join(image_name(n)),
+                        path: image_path(n),
                         err,
                     }
                 })?;
@@ -441,31 +499,13 @@ impl DirPool {
                     .map_err(DirError::Lun)?;
             }
         }
-        fs::create_dir_all(dir).map_err(io_err(format!("creating {}", dir.display())))?;
-        if opts.overwrite {
-            for n in list_images(dir)? {
-                let p = dir.join(image_name(n));
-                fs::remove_file(&p).map_err(io_err(format!("removing {}", p.display())))?;
-            }
-        } else if !list_images(dir)?.is_empty() || dir.join(META_FILE).exists() {
-            return Err(DirError::Invalid(format!(
-                "{} already holds a pool (disk images or {META_FILE}); pass --force to replace it",
-                dir.display()
-            )));
-        }
-        let made = Self::build(dir, opts, model, hw);
-        if made.is_err() {
-            // Leave nothing half made behind.
-            for n in 0..total {
-                let _ = fs::remove_file(dir.join(image_name(n)));
-            }
-            let _ = fs::remove_file(dir.join(META_FILE));
-        }
-        made
+        Ok(())
     }
 
+    /// Makes the images (files in `dir`, or memory disks without a directory), the pool and
+    /// its LUNs, and writes the description file (into `dir`).
     fn build(
-        dir: &Path,
+        dir: Option<&Path>,
         opts: &CreateOptions,
         model: ModelKind,
         hw: &HwOptions,
@@ -479,20 +519,28 @@ impl DirPool {
         let mut handles = Vec::new();
         let mut images = Vec::new();
         for n in 0..total {
-            let path = dir.join(image_name(n));
-            let disk = FileDisk::create_with(
-                &path,
-                opts.block_size,
-                opts.disk_bytes / bs,
-                FileDiskOptions {
-                    overwrite: opts.overwrite,
-                    sync_on_flush: hw.sync_on_flush,
-                },
-            )
-            .map_err(|err| DirError::Disk {
-                path: path.clone(),
-                err,
-            })?;
+            let disk: SimDisk = match dir {
+                Some(dir) => {
+                    let path = dir.join(image_name(n));
+                    FileDisk::create_with(
+                        &path,
+                        opts.block_size,
+                        opts.disk_bytes / bs,
+                        FileDiskOptions {
+                            overwrite: opts.overwrite,
+                            sync_on_flush: hw.sync_on_flush,
+                        },
+                    )
+                    .map_err(|err| DirError::Disk { path, err })?
+                    .into()
+                }
+                None => MemDisk::new(opts.block_size, opts.disk_bytes / bs)
+                    .map_err(|err| DirError::Disk {
+                        path: PathBuf::from(image_name(n)),
+                        err,
+                    })?
+                    .into(),
+            };
             let (m, h) = member(disk, model, n, hw, &clock, &tracker);
             handles.push(Some(h));
             let is_member = n < opts.disks;
@@ -520,9 +568,11 @@ impl DirPool {
             model: model_name(model).to_string(),
             images: total,
         };
-        write_meta(dir, &meta)?;
+        if let Some(dir) = dir {
+            write_meta(dir, &meta)?;
+        }
         Ok(DirPool {
-            dir: dir.to_path_buf(),
+            dir: dir.map(Path::to_path_buf).unwrap_or_default(),
             pool,
             clock,
             tracker,
@@ -677,6 +727,11 @@ impl DirPool {
                 "disk {slot}: the pool has member slots 0 to {}",
                 disks - 1
             )));
+        }
+        if self.in_memory() {
+            return Err(DirError::Invalid(
+                "a pool on memory disks has no directory to put a new image in".into(),
+            ));
         }
         let st = self.pool.status();
         let state = st.disks.get(slot).map(|d| d.state);
@@ -1166,5 +1221,43 @@ fn pct(a: u64, b: u64) -> f64 {
         100.0
     } else {
         a as f64 * 100.0 / b as f64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pool_in_memory_serves_io_and_refuses_replace() {
+        let opts = CreateOptions {
+            disks: 6,
+            spares: 1,
+            disk_bytes: 64 << 20,
+            block_size: BlockSize::B512,
+            config: PoolConfig::default(),
+            luns: 2,
+            lun_bytes: 1 << 20,
+            uuid: [7; 16],
+            overwrite: false,
+        };
+        let hw = HwOptions {
+            model: Some(ModelKind::Instant),
+            sync_on_flush: false,
+            ..HwOptions::default()
+        };
+        let mut dp = DirPool::create_in_memory(&opts, ModelKind::Instant, &hw).unwrap();
+        assert!(dp.in_memory());
+        assert_eq!(dp.pool.luns().count(), 2);
+        let data: Vec<u8> = (0..8192u32).map(|i| (i % 251) as u8).collect();
+        dp.pool.write(1, 3, &data, true).unwrap();
+        let mut back = vec![0u8; 8192];
+        dp.pool.read(1, 3, &mut back).unwrap();
+        assert_eq!(back, data);
+        dp.fail(0).unwrap();
+        dp.pool.read(1, 3, &mut back).unwrap();
+        assert_eq!(back, data);
+        assert!(matches!(dp.replace(0, &hw), Err(DirError::Invalid(_))));
+        dp.close().unwrap();
     }
 }

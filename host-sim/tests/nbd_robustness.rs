@@ -403,6 +403,56 @@ fn a_client_that_stops_reading_replies_does_not_hold_up_the_others() {
 }
 
 #[test]
+fn replies_the_socket_cannot_take_at_once_arrive_whole_and_in_order() {
+    let mut srv = TestServer::start(one_lun(16 * MIB));
+    let addr = srv.addr.expect("tcp");
+    let (mut c, _) = RawClient::open(addr, "lun0");
+    for i in 0..16u64 {
+        assert_eq!(c.write(i, i * MIB, &pattern(i, MIB as usize)), 0);
+    }
+    // 48 MiB of read replies, with small writes and flushes between them, asked for before any
+    // reply is collected: the socket takes the first part of a reply, the rest waits in the
+    // connection's queue, and everything behind it queues too.
+    for i in 0..48u64 {
+        c.request(proto::CMD_READ, 0, 100 + i, (i % 16) * MIB, MIB as u32, &[]);
+        let at = 16 * MIB - 4096 * (i + 1);
+        c.request(
+            proto::CMD_WRITE,
+            0,
+            200 + i,
+            at,
+            4096,
+            &pattern(200 + i, 4096),
+        );
+        c.request(proto::CMD_FLUSH, 0, 300 + i, 0, 0, &[]);
+    }
+    for i in 0..48u64 {
+        let (err, h, data) = c.reply(Some(MIB as usize));
+        assert_eq!((err, h), (0, 100 + i));
+        let want = if i % 16 == 15 {
+            // The last MiB holds the small writes made before this read.
+            let mut w = pattern(15, MIB as usize);
+            for k in 0..i {
+                let at = (MIB - 4096 * (k + 1)) as usize;
+                w[at..at + 4096].copy_from_slice(&pattern(200 + k, 4096));
+            }
+            w
+        } else {
+            pattern(i % 16, MIB as usize)
+        };
+        assert_bytes(&data, &want, &format!("read {i}"));
+        assert_eq!(c.reply(None), (0, 200 + i, Vec::new()));
+        assert_eq!(c.reply(None), (0, 300 + i, Vec::new()));
+    }
+    // The queue has drained: replies go straight out again.
+    assert_eq!(c.write(1000, 0, &pattern(1000, 4096)), 0);
+    assert_bytes(&c.read_ok(1001, 0, 4096), &pattern(1000, 4096), "after");
+    c.disconnect();
+    let mem = srv.stop();
+    assert_eq!(mem.counters().flushes, 48);
+}
+
+#[test]
 fn shutdown_with_clients_connected_finishes_what_was_answered() {
     let mut srv = TestServer::start(one_lun(4 * MIB));
     let addr = srv.addr.expect("tcp");

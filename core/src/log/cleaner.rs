@@ -29,7 +29,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
     pub(crate) fn make_room(&mut self, b: &mut Bufs, blocks: u64) -> Result<(), IoError> {
         let _ = blocks;
         let mut stuck = 0;
-        while self.free_segments(b) <= self.free_threshold() {
+        while !self.free_segments_above(b, self.free_threshold()) {
             let pending = !self.cleaned.is_empty()
                 || (0..self.segments()).any(|s| matches!(b.seg(s).state, SegState::Pending(_)));
             if self.clean_one(b)? {

@@ -375,7 +375,21 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
     /// Free segments (reusable, not reserved).
     pub fn free_segments(&self, b: &Bufs) -> u32 {
         (0..self.segments())
-            .filter(|&s| b.seg(s).state == SegState::Free && !self.log.reserved.contains(&s))
+            .filter(|&s| self.is_free_segment(b, s))
             .count() as u32
+    }
+
+    /// Whether more than `n` segments are free; stops counting there (it runs on every write,
+    /// and a pool with room finds `n + 1` free segments long before the end of the table).
+    pub fn free_segments_above(&self, b: &Bufs, n: u32) -> bool {
+        (0..self.segments())
+            .filter(|&s| self.is_free_segment(b, s))
+            .take(n as usize + 1)
+            .count()
+            > n as usize
+    }
+
+    fn is_free_segment(&self, b: &Bufs, s: u32) -> bool {
+        b.seg(s).state == SegState::Free && !self.log.reserved.contains(&s)
     }
 }

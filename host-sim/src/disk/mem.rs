@@ -170,9 +170,12 @@ impl BlockDevice for MemDisk {
                 // Writing zeros to a never-written chunk changes nothing: stay sparse.
                 None if src.iter().all(|&b| b == 0) => {}
                 None => {
-                    let mut c = vec![0u8; CHUNK_BYTES];
-                    c[within..within + n].copy_from_slice(src);
-                    self.chunks.insert(chunk, Arc::from(c));
+                    // Built in place: a `Vec` made into an `Arc` would be copied once more.
+                    let mut c: Arc<[u8]> = std::iter::repeat_n(0u8, CHUNK_BYTES).collect();
+                    if let Some(c) = Arc::get_mut(&mut c) {
+                        c[within..within + n].copy_from_slice(src);
+                    }
+                    self.chunks.insert(chunk, c);
                 }
             }
         });

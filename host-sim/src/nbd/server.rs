@@ -2,21 +2,28 @@
 //!
 //! ```text
 //!  client ──► reader thread (Session) ──Job──► owner thread (Backend, stats) ──reply──┐
-//!  client ◄── writer thread ◄──────────────────────────────────────────────────────────┘
+//!  client ◄─────────────────────────────────── (socket takes it at once) ◄────────────┤
+//!  client ◄── writer thread ◄──────────────── (socket full: queued) ◄─────────────────┘
 //! ```
-//! The owner runs one request at a time and never touches a socket: it hands the finished reply
-//! to the connection's writer through an unbounded channel, so a slow client only slows itself.
+//! The owner runs one request at a time and writes each finished reply into the client's socket
+//! itself, without blocking (`MSG_DONTWAIT`): a request then crosses one thread hand-off, not
+//! two. What the socket does not take at once (a client that stops reading, a large read) is
+//! queued in the connection's [`Outbox`], and the connection's writer thread writes it, blocking,
+//! in order; replies behind it queue too. So a slow client only slows itself and never stalls
+//! the owner. A reply is produced only once the backend call returned, so a flush or FUA write
+//! is answered only after its data is durable.
 //! Each connection may have at most `max_inflight_per_connection` requests outstanding and
 //! `max_inflight_bytes_per_connection` bytes of queued write payloads and replies (the reader
 //! waits for credit before it queues more), which bounds memory per connection.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileTypeExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError, mpsc};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
@@ -90,64 +97,231 @@ impl Default for ServeConfig {
 struct Job {
     req: Request,
     received: Instant,
-    /// Credit held by this request, released once its reply is sent.
-    credit: usize,
-    reply_to: mpsc::Sender<Reply>,
+    /// Where the reply goes; holds the request's credit.
+    reply_to: Owed,
 }
 
-/// Bytes for the writer, and the credit they release once sent.
+/// Bytes for the client, and the credit they release once sent.
 #[derive(Debug)]
 struct Reply {
     bytes: Vec<u8>,
     credit: usize,
 }
 
+/// What is queued on a connection's [`Outbox`] and who is writing.
+#[derive(Debug, Default)]
+struct OutState {
+    /// Replies the socket did not take at once, in order, each with the bytes already sent.
+    queue: VecDeque<(Reply, usize)>,
+    /// The writer thread is writing a reply it took off the queue.
+    writing: bool,
+    /// The reader has stopped: nothing more will be queued except what is owed.
+    reader_done: bool,
+    /// Writing failed (the client went away) or the connection was torn down: replies are
+    /// dropped from now on.
+    broken: bool,
+}
+
+/// One connection's outgoing side, shared by its reader, the owner thread and its writer thread.
+///
+/// Whoever has a reply writes it straight into the socket without blocking if nothing is
+/// queued; otherwise (or for what the socket does not take) the reply is queued and the writer
+/// thread writes it. Replies therefore never interleave and go out in the order they were given.
+/// Owns a handle on the socket, so the descriptor stays open (and is never reused by another
+/// connection) as long as anyone can still write to it.
+#[derive(Debug)]
+struct Outbox {
+    conn: Conn,
+    credits: Arc<Credits>,
+    /// Replies the owner still owes (jobs sent to it, not yet answered). Raised by the reader
+    /// without the lock (the owner may hold it while it writes), before it sets `reader_done`;
+    /// lowered under the lock.
+    owed: AtomicUsize,
+    state: Mutex<OutState>,
+    /// Wakes the writer thread: something queued, or nothing more to wait for.
+    wake: Condvar,
+}
+
+/// A reply the owner owes a connection. [`Owed::deliver`] sends it; dropped undelivered (the
+/// owner stopped or panicked), the connection stops waiting for it.
+#[derive(Debug)]
+struct Owed {
+    outbox: Arc<Outbox>,
+    credit: usize,
+    delivered: bool,
+}
+
+impl Owed {
+    fn deliver(mut self, bytes: Vec<u8>) {
+        self.delivered = true;
+        let credit = self.credit;
+        self.outbox.settle(Some(Reply { bytes, credit }), credit);
+    }
+}
+
+impl Drop for Owed {
+    fn drop(&mut self) {
+        if !self.delivered {
+            self.outbox.settle(None, self.credit);
+        }
+    }
+}
+
+impl Outbox {
+    fn new(conn: Conn, credits: Arc<Credits>) -> Self {
+        Outbox {
+            conn,
+            credits,
+            owed: AtomicUsize::new(0),
+            state: Mutex::new(OutState::default()),
+            wake: Condvar::new(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, OutState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Records one more reply the owner will owe, for a job about to be sent to it.
+    fn owe(self: &Arc<Self>, credit: usize) -> Owed {
+        self.owed.fetch_add(1, Ordering::SeqCst);
+        Owed {
+            outbox: Arc::clone(self),
+            credit,
+            delivered: false,
+        }
+    }
+
+    /// Sends `reply` (greeting, option replies, refusals from the reader).
+    fn send(&self, reply: Reply) {
+        let mut st = self.lock();
+        self.push(&mut st, reply);
+    }
+
+    /// An owed reply is settled: sent (`Some`) or abandoned (`None`, its credit released).
+    fn settle(&self, reply: Option<Reply>, credit: usize) {
+        let mut st = self.lock();
+        let owed = self.owed.fetch_sub(1, Ordering::SeqCst) - 1;
+        match reply {
+            Some(r) => self.push(&mut st, r),
+            None => self.credits.release(credit),
+        }
+        if owed == 0 && st.reader_done {
+            self.wake.notify_one();
+        }
+    }
+
+    /// The reader stopped; the writer finishes once the owed replies are sent.
+    fn reader_done(&self) {
+        self.lock().reader_done = true;
+        self.wake.notify_one();
+    }
+
+    /// Writes `reply` now if nothing is queued ahead of it and the socket takes it, else queues
+    /// it for the writer thread.
+    fn push(&self, st: &mut OutState, reply: Reply) {
+        if st.broken {
+            self.credits.release(reply.credit);
+            return;
+        }
+        let mut sent = 0;
+        if st.queue.is_empty() && !st.writing {
+            let Ok(n) = self.conn.send_nonblocking(&reply.bytes) else {
+                self.credits.release(reply.credit);
+                self.break_off(st);
+                return;
+            };
+            sent = n;
+            if sent == reply.bytes.len() {
+                self.credits.release(reply.credit);
+                return;
+            }
+        }
+        st.queue.push_back((reply, sent));
+        self.wake.notify_one();
+    }
+
+    /// The client is gone: drop what is queued, wake a reader waiting for credit and the writer,
+    /// and shut the socket so the reader stops too.
+    fn break_off(&self, st: &mut OutState) {
+        st.broken = true;
+        for (r, _) in st.queue.drain(..) {
+            self.credits.release(r.credit);
+        }
+        self.credits.close();
+        let _ = self.conn.shutdown(Shutdown::Both);
+        self.wake.notify_one();
+    }
+}
+
 /// Per-connection flow control: a count and a byte budget of queued work.
 #[derive(Debug)]
 struct Credits {
-    /// (requests outstanding, bytes outstanding, closed)
-    state: Mutex<(usize, usize, bool)>,
+    state: Mutex<CreditState>,
     freed: Condvar,
     max_count: usize,
     max_bytes: usize,
 }
 
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct CreditState {
+    /// Requests outstanding.
+    count: usize,
+    /// Bytes outstanding.
+    bytes: usize,
+    /// The connection is going away: no more credit.
+    closed: bool,
+    /// The reader waits for credit (so a release must wake it).
+    waiting: bool,
+}
+
 impl Credits {
     fn new(max_count: usize, max_bytes: usize) -> Self {
         Credits {
-            state: Mutex::new((0, 0, false)),
+            state: Mutex::new(CreditState::default()),
             freed: Condvar::new(),
             max_count,
             max_bytes,
         }
     }
 
+    fn lock(&self) -> std::sync::MutexGuard<'_, CreditState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// Waits for room for one more item of `bytes`; false once the writer has gone.
     fn acquire(&self, bytes: usize) -> bool {
-        let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut st = self.lock();
         loop {
-            let (count, out, closed) = *st;
-            if closed {
+            if st.closed {
                 return false;
             }
             // An item larger than the whole budget runs when nothing else is queued.
-            if count < self.max_count && (out + bytes <= self.max_bytes || count == 0) {
-                *st = (count + 1, out + bytes, false);
+            if st.count < self.max_count && (st.bytes + bytes <= self.max_bytes || st.count == 0) {
+                st.count += 1;
+                st.bytes += bytes;
+                st.waiting = false;
                 return true;
             }
+            st.waiting = true;
             st = self.freed.wait(st).unwrap_or_else(PoisonError::into_inner);
         }
     }
 
     fn release(&self, bytes: usize) {
-        let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        st.0 = st.0.saturating_sub(1);
-        st.1 = st.1.saturating_sub(bytes);
-        self.freed.notify_all();
+        let mut st = self.lock();
+        st.count = st.count.saturating_sub(1);
+        st.bytes = st.bytes.saturating_sub(bytes);
+        // A notify is a system call even with nobody waiting: only when the reader waits.
+        let wake = st.waiting;
+        drop(st);
+        if wake {
+            self.freed.notify_all();
+        }
     }
 
     fn close(&self) {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner).2 = true;
+        self.lock().closed = true;
         self.freed.notify_all();
     }
 }
@@ -166,6 +340,49 @@ enum Conn {
 }
 
 impl Conn {
+    /// Writes as much of `buf` as the socket takes without waiting; `Ok(n)` with `n` short of
+    /// `buf.len()` (possibly 0) when it would block.
+    fn send_nonblocking(&self, buf: &[u8]) -> io::Result<usize> {
+        let fd = match self {
+            Conn::Tcp(s) => s.as_raw_fd(),
+            Conn::Unix(s) => s.as_raw_fd(),
+        };
+        let mut sent = 0;
+        while sent < buf.len() {
+            let rest = &buf[sent..];
+            // Per call rather than O_NONBLOCK: the flag would be shared with the reader's and
+            // the writer's blocking handles on the same socket. No SIGPIPE for a gone client.
+            // SAFETY: `rest` is valid for `rest.len()` bytes; `fd` is open as long as `self`.
+            let n = unsafe {
+                libc::send(
+                    fd,
+                    rest.as_ptr().cast(),
+                    rest.len(),
+                    libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+                )
+            };
+            if let Ok(n) = usize::try_from(n) {
+                sent += n;
+                continue;
+            }
+            let e = io::Error::last_os_error();
+            match e.kind() {
+                io::ErrorKind::Interrupted => {}
+                io::ErrorKind::WouldBlock => break,
+                _ => return Err(e),
+            }
+        }
+        Ok(sent)
+    }
+
+    /// Writes all of `buf`, waiting for the socket as long as it takes.
+    fn send_blocking(&self, buf: &[u8]) -> io::Result<()> {
+        match self {
+            Conn::Tcp(s) => (&*s).write_all(buf),
+            Conn::Unix(s) => (&*s).write_all(buf),
+        }
+    }
+
     fn try_clone(&self) -> io::Result<Conn> {
         match self {
             Conn::Tcp(s) => s.try_clone().map(Conn::Tcp),
@@ -562,18 +779,17 @@ fn connection_main(
     credits: &Arc<Credits>,
     owner_tx: &mpsc::Sender<OwnerMsg>,
 ) {
-    let write_half = match conn.try_clone() {
-        Ok(w) => w,
+    let outbox = match conn.try_clone() {
+        Ok(w) => Arc::new(Outbox::new(w, Arc::clone(credits))),
         Err(e) => {
             log::warn!("nbd: connection {id}: {e}");
             return;
         }
     };
-    let (out_tx, out_rx) = mpsc::channel::<Reply>();
-    let writer_credits = Arc::clone(credits);
+    let writer_outbox = Arc::clone(&outbox);
     let writer = match thread::Builder::new()
         .name(format!("nbd-write-{id}"))
-        .spawn(move || writer_main(write_half, &out_rx, &writer_credits))
+        .spawn(move || writer_main(&writer_outbox))
     {
         Ok(w) => w,
         Err(e) => {
@@ -586,13 +802,14 @@ fn connection_main(
     let mut buf = vec![0u8; READ_CHUNK];
     let end: Option<CloseReason> = 'conn: loop {
         while let Some(action) = session.next_action() {
-            // Everything queued holds credit until the writer has sent its reply.
+            // Everything queued holds credit until its reply is sent.
             match action {
                 Action::Send(bytes) => {
                     let credit = bytes.len();
-                    if !credits.acquire(credit) || out_tx.send(Reply { bytes, credit }).is_err() {
+                    if !credits.acquire(credit) {
                         break 'conn None;
                     }
+                    outbox.send(Reply { bytes, credit });
                 }
                 Action::Execute(req) => {
                     let credit = proto::SIMPLE_REPLY_HEADER_LEN
@@ -607,8 +824,7 @@ fn connection_main(
                     let job = Job {
                         req,
                         received: Instant::now(),
-                        credit,
-                        reply_to: out_tx.clone(),
+                        reply_to: outbox.owe(credit),
                     };
                     if owner_tx.send(OwnerMsg::Job(job)).is_err() {
                         break 'conn None;
@@ -634,26 +850,44 @@ fn connection_main(
         Some(r) => log::debug!("nbd: connection {id}: {r:?}"),
         None => log::debug!("nbd: connection {id}: closed by the client"),
     }
-    // Requests cut short (e.g. half a write payload) were never queued. The writer sends the
-    // replies still due, then closes.
-    drop(out_tx);
+    // Requests cut short (e.g. half a write payload) were never queued. The writer waits for
+    // the replies still owed, sends what is queued, then closes.
+    outbox.reader_done();
     let _ = conn.shutdown(Shutdown::Read);
     let _ = writer.join();
 }
 
-fn writer_main(mut w: Conn, out: &mpsc::Receiver<Reply>, credits: &Credits) {
-    for msg in out {
-        if w.write_all(&msg.bytes).is_err() {
-            // The client is gone; closing the credits wakes a reader waiting for room.
-            credits.close();
-            let _ = w.shutdown(Shutdown::Both);
+/// A connection's writer thread: writes (blocking) what the socket did not take at once, in
+/// order, until the reader has stopped and every owed reply is out; then closes the socket.
+fn writer_main(out: &Outbox) {
+    let mut st = out.lock();
+    loop {
+        if st.broken {
             return;
         }
-        credits.release(msg.credit);
+        if let Some((reply, sent)) = st.queue.pop_front() {
+            st.writing = true;
+            drop(st);
+            let ok = out.conn.send_blocking(&reply.bytes[sent..]).is_ok();
+            st = out.lock();
+            st.writing = false;
+            out.credits.release(reply.credit);
+            if !ok {
+                out.break_off(&mut st);
+                return;
+            }
+            continue;
+        }
+        if st.reader_done && out.owed.load(Ordering::SeqCst) == 0 {
+            break;
+        }
+        st = out.wake.wait(st).unwrap_or_else(PoisonError::into_inner);
     }
-    credits.close();
-    let _ = w.flush();
-    let _ = w.shutdown(Shutdown::Both);
+    // Nothing more can be sent: later sends (none are expected) are dropped.
+    st.broken = true;
+    drop(st);
+    out.credits.close();
+    let _ = out.conn.shutdown(Shutdown::Both);
 }
 
 /// The owner thread: the only place the backend is touched.
@@ -699,11 +933,8 @@ fn owner_main<B: Backend>(
                 let export = job.req.export;
                 let outcome = exec::execute(&mut backend, exports, job.req);
                 recorder.record(export, &outcome, job.received.elapsed());
-                // A closed connection no longer wants its reply.
-                let _ = job.reply_to.send(Reply {
-                    bytes: outcome.reply,
-                    credit: job.credit,
-                });
+                // Straight into the socket if it takes it (a closed connection drops it).
+                job.reply_to.deliver(outcome.reply);
             }
             OwnerMsg::Shutdown => break,
         }
@@ -711,4 +942,85 @@ fn owner_main<B: Backend>(
     let result = backend.shutdown();
     write_stats(&mut recorder, &backend, true);
     result.map_err(|e| io::Error::other(format!("backend shutdown failed: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reply(byte: u8, len: usize) -> Reply {
+        Reply {
+            bytes: vec![byte; len],
+            credit: len,
+        }
+    }
+
+    #[test]
+    fn outbox_keeps_replies_whole_and_in_order_when_the_socket_is_full() {
+        let (ours, mut client) = UnixStream::pair().unwrap();
+        let credits = Arc::new(Credits::new(16, 64 << 20));
+        let out = Arc::new(Outbox::new(Conn::Unix(ours), Arc::clone(&credits)));
+        let big = 8 << 20;
+        for len in [big, 100] {
+            assert!(credits.acquire(len));
+        }
+        // Far more than a socket buffer: the socket takes a part, the rest is queued.
+        let owed = out.owe(big);
+        owed.deliver(reply(1, big).bytes);
+        assert_eq!(out.lock().queue.len(), 1);
+        // Room in the socket again, but a reply is queued: this one must wait behind it.
+        let mut head = vec![0u8; 64 << 10];
+        client.read_exact(&mut head).unwrap();
+        assert!(head.iter().all(|&b| b == 1));
+        out.send(reply(2, 100));
+        assert_eq!(out.lock().queue.len(), 2);
+        // The writer sends the rest in order and closes once the reader is done.
+        let w = Arc::clone(&out);
+        let writer = thread::spawn(move || writer_main(&w));
+        out.reader_done();
+        let mut rest = Vec::new();
+        client.read_to_end(&mut rest).unwrap();
+        writer.join().unwrap();
+        assert_eq!(head.len() + rest.len(), big + 100);
+        let ones = big - head.len();
+        assert!(rest[..ones].iter().all(|&b| b == 1));
+        assert!(rest[ones..].iter().all(|&b| b == 2));
+        // Every credit came back.
+        let st = *credits.lock();
+        assert_eq!((st.count, st.bytes, st.closed), (0, 0, true));
+    }
+
+    #[test]
+    fn an_undelivered_reply_releases_its_credit_and_the_writer_finishes() {
+        let (ours, mut client) = UnixStream::pair().unwrap();
+        let credits = Arc::new(Credits::new(16, 1 << 20));
+        let out = Arc::new(Outbox::new(Conn::Unix(ours), Arc::clone(&credits)));
+        assert!(credits.acquire(16));
+        let owed = out.owe(16);
+        let w = Arc::clone(&out);
+        let writer = thread::spawn(move || writer_main(&w));
+        out.reader_done();
+        // The owner stopped without answering (its queue was dropped).
+        drop(owed);
+        writer.join().unwrap();
+        let mut rest = Vec::new();
+        client.read_to_end(&mut rest).unwrap();
+        assert!(rest.is_empty());
+        let st = *credits.lock();
+        assert_eq!((st.count, st.bytes, st.closed), (0, 0, true));
+    }
+
+    #[test]
+    fn a_gone_client_breaks_the_outbox_and_wakes_the_reader() {
+        let (ours, client) = UnixStream::pair().unwrap();
+        drop(client);
+        let credits = Arc::new(Credits::new(16, 1 << 20));
+        let out = Arc::new(Outbox::new(Conn::Unix(ours), Arc::clone(&credits)));
+        assert!(credits.acquire(16));
+        out.owe(16).deliver(vec![0; 16]);
+        assert!(out.lock().broken);
+        // A reader waiting for credit would now give up.
+        assert!(!credits.acquire(1));
+        assert_eq!(credits.lock().bytes, 0);
+    }
 }
