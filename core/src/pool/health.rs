@@ -15,7 +15,7 @@ use super::{IoError, Pool};
 use crate::event::Event;
 use crate::format::{BadRange, ItemKind, SegState};
 use crate::log::Expect;
-use crate::raid::{ArrayError, DiskErrors, DiskSet, DiskState};
+use crate::raid::{ArrayError, Column, DiskErrors, DiskSet, DiskState, Level};
 
 /// Pool health, as `zpool status` says it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -414,9 +414,35 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             // Data checks out: the parity (or a mirror copy) is what is wrong.
             let geo = *self.geo();
             let mut set = DiskSet::EMPTY;
-            for c in [crate::raid::Column::P, crate::raid::Column::Q] {
-                if let Some(d) = geo.disk_of(s, c) {
-                    set = set.with(d);
+            if matches!(geo.level(), Level::Raid1 | Level::Raid10) {
+                // Copies that disagree with no majority (a torn mirror write, two-way
+                // mirrors): reads take each strip's first readable copy, and the item walk
+                // has just checked (or healed) every live item through it, so it is the one
+                // to keep; every other copy is rewritten from it.
+                for strip in 0..geo.data_strips() {
+                    let mut first = true;
+                    for copy in 0..geo.copies() {
+                        let Some(d) = geo.disk_of(s, Column::Mirror { data: strip, copy }) else {
+                            continue;
+                        };
+                        let readable = self.array.member(d).is_some_and(|m| {
+                            m.is_present()
+                                && match m.state() {
+                                    DiskState::Online => true,
+                                    DiskState::Rebuilding => s < m.rebuilt_below(),
+                                    DiskState::Failed => false,
+                                }
+                        });
+                        if readable && !core::mem::take(&mut first) {
+                            set = set.with(d);
+                        }
+                    }
+                }
+            } else {
+                for c in [Column::P, Column::Q] {
+                    if let Some(d) = geo.disk_of(s, c) {
+                        set = set.with(d);
+                    }
                 }
             }
             set
@@ -449,7 +475,10 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         let start = self.seg_start(seg);
         let mut end = start + self.segment_bytes();
         if self.log.reserved.get(self.log.res_idx) == Some(&seg) {
-            end = end.min(self.log.stripe_addr);
+            // Up to the head: an item that starts in the last written stripe may end in the
+            // open one (read from memory), and stopping before it would leave that stripe's
+            // check unfinished.
+            end = end.min(self.log.head());
         }
         let mut cursor = start;
         let before = self.array.stats().repair_bytes_written;
