@@ -205,6 +205,9 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             }
             self.pad(lb, room as usize)?;
         }
+        // A segment filled exactly while no next one was reserved (a checkpoint reserves more
+        // afterwards): move on now, or the log would stay stuck at the full segment's end.
+        self.enter_next_segment_if_full(lb);
         self.apply_mark_used(sut);
         if (bytes as u64) <= self.segment_room() {
             Ok(())
