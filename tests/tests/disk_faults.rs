@@ -5,7 +5,8 @@
 //! every assertion message), the faults are injected at chosen places, and nothing depends on
 //! time.
 
-use raidcore::format::LUN_BLOCK;
+use raidcore::event::Event;
+use raidcore::format::{LUN_BLOCK, ROOT_SLOTS, SLOT_BYTES};
 use raidcore::pool::{Health, ImportOptions, IoError, Pool, PoolConfig};
 use raidcore::raid::{Column, DiskState, Level};
 use raidcore_hal::{BlockDevice, BlockSize};
@@ -678,4 +679,125 @@ fn power_cut_case(seed: u64, checkpoint_mid: bool) {
         blocks,
         "rebuilt member with members 0 and 4 gone",
     );
+}
+
+/// The pool events pushed since event number `seq`.
+fn events_since(pool: &FPool, seq: u64) -> Vec<Event> {
+    pool.events().since(seq).map(|(_, e)| *e).collect()
+}
+
+/// Member blocks of one superblock or root slot.
+const SLOT_BLOCKS: u64 = (SLOT_BYTES / 512) as u64;
+
+/// Member block ranges a pool writes outside the stripes: the two superblock slots and the root
+/// ring (the intent log follows them).
+fn label_area() -> (core::ops::Range<u64>, core::ops::Range<u64>) {
+    (
+        0..2 * SLOT_BLOCKS,
+        2 * SLOT_BLOCKS..(2 + u64::from(ROOT_SLOTS)) * SLOT_BLOCKS,
+    )
+}
+
+// 8. A rebuild writes to its target only. While it runs, no other disk gets a single write.
+//    The call that completes it also records the new membership and writes a checkpoint, as
+//    every membership change and the end of every rebuild do, on all members: allowed there are
+//    exactly the two superblock slots, one root slot and the checkpoint's own log stripes, which
+//    are appended after the log head (blocks that held nothing), never a block that held data.
+//    (A rebuild that meets a medium error on another member also rewrites that block there:
+//    see `medium_errors_during_raid6_rebuild_are_repaired`; none is injected here.)
+fn rebuild_writes_only_to_target(level: Level, members: usize, seed: u64) {
+    let blocks = 600;
+    let target = 1;
+    let (mut p, h) = build(level, members, 1, seed, false);
+    let lun = p.create_lun("a", 2000).unwrap();
+    fill(&mut p, lun, seed, 0, blocks);
+    p.checkpoint().unwrap();
+    p.fail_disk(target).unwrap();
+    let spare = members; // the spare's handle: it now fills slot `target`
+    let before = snapshots(&mut p);
+    let mut calls = 0;
+    let (w, now) = loop {
+        let w: Vec<u64> = h.iter().map(FaultHandle::writes).collect();
+        let rep = p.maintenance().unwrap();
+        calls += 1;
+        let now: Vec<u64> = h.iter().map(FaultHandle::writes).collect();
+        if p.status().rebuild.is_none() {
+            break (w, now);
+        }
+        for i in (0..h.len()).filter(|&i| i != spare) {
+            assert_eq!(
+                now[i], w[i],
+                "seed {seed}: maintenance call {calls} ({rep:?}) wrote to disk {i} during the rebuild of slot {target}"
+            );
+        }
+        // One write of a whole strip per rebuilt stripe.
+        assert!(
+            rep.rebuilt_stripes > 0 && now[spare] - w[spare] == rep.rebuilt_stripes,
+            "seed {seed}: call {calls}: {rep:?}, {} writes to the target",
+            now[spare] - w[spare]
+        );
+    };
+    assert!(calls > 2, "seed {seed}: rebuild done in {calls} calls");
+    assert_eq!(p.status().health, Health::Online, "seed {seed}");
+    // The completing call.
+    let after = snapshots(&mut p);
+    let geo = *p.array().geometry();
+    let data_start = geo.data_start_lba();
+    let (supers, roots) = label_area();
+    let mut checkpoint_stripes = std::collections::BTreeSet::new();
+    let mut root_written = None;
+    for slot in (0..members).filter(|&s| s != target) {
+        let changed = diff_blocks(&before[slot], &after[slot]);
+        let (labels, data): (Vec<u64>, Vec<u64>) = changed.iter().partition(|&&l| l < data_start);
+        let (sb, root): (Vec<u64>, Vec<u64>) = labels.iter().partition(|&&l| supers.contains(&l));
+        assert_eq!(
+            sb,
+            vec![supers.start, supers.start + SLOT_BLOCKS],
+            "seed {seed}: member {slot}: superblock blocks changed ({changed:?})"
+        );
+        assert!(
+            root.len() == 1 && roots.contains(&root[0]),
+            "seed {seed}: member {slot}: label blocks changed besides the superblocks: {root:?}"
+        );
+        assert!(
+            root_written.is_none_or(|r| r == root[0]),
+            "seed {seed}: member {slot}: root slot {} vs {root_written:?}",
+            root[0]
+        );
+        root_written = Some(root[0]);
+        assert_eq!(
+            overwritten(&before[slot], &data, data_start),
+            Vec::<u64>::new(),
+            "seed {seed}: member {slot}: the completing call overwrote data blocks ({data:?})"
+        );
+        checkpoint_stripes.extend(data.iter().map(|l| (l - data_start) / geo.strip_blocks()));
+        // One write per changed slot and per checkpoint stripe (counted below once all are known).
+    }
+    assert!(
+        !checkpoint_stripes.is_empty(),
+        "seed {seed}: no checkpoint after the rebuild"
+    );
+    for slot in (0..members).filter(|&s| s != target) {
+        assert_eq!(
+            now[slot] - w[slot],
+            3 + checkpoint_stripes.len() as u64,
+            "seed {seed}: member {slot}: writes of the completing call (checkpoint stripes {checkpoint_stripes:?})"
+        );
+    }
+    // The failed disk, taken out, got nothing.
+    assert_eq!(
+        now[target], w[target],
+        "seed {seed}: the failed disk was written"
+    );
+    verify(&mut p, lun, seed, 0, blocks, "after rebuild");
+}
+
+#[test]
+fn raid5_rebuild_writes_only_to_the_target() {
+    rebuild_writes_only_to_target(Level::Raid5, 4, 81);
+}
+
+#[test]
+fn raid6_rebuild_writes_only_to_the_target() {
+    rebuild_writes_only_to_target(Level::Raid6, 6, 82);
 }
