@@ -110,14 +110,18 @@ fn verify(pool: &mut FPool, lun: u16, seed: u64, generation: u64, blocks: u64, w
     }
 }
 
-/// Runs maintenance until it reports nothing left to do; returns the number of calls.
-fn run_to_idle(pool: &mut FPool, seed: u64) -> u32 {
-    for n in 1..=100_000 {
+/// Runs maintenance until it reports nothing left to do; returns the pool events of the run
+/// (read after every call: the event ring is shorter than a rebuild's events).
+fn run_to_idle(pool: &mut FPool, seed: u64) -> Vec<Event> {
+    let mut events = Vec::new();
+    for _ in 0..100_000 {
+        let seq = pool.events().next_seq();
         let rep = pool
             .maintenance()
             .unwrap_or_else(|e| panic!("seed {seed}: maintenance: {e:?}"));
+        events.extend(events_since(pool, seq));
         if rep.idle {
-            return n;
+            return events;
         }
     }
     panic!("seed {seed}: maintenance never became idle");
@@ -800,4 +804,299 @@ fn raid5_rebuild_writes_only_to_the_target() {
 #[test]
 fn raid6_rebuild_writes_only_to_the_target() {
     rebuild_writes_only_to_target(Level::Raid6, 6, 82);
+}
+
+/// A pool of `members` members and one spare filled with `blocks` blocks of generation 0, with
+/// a latent sector error on member block `row` of the strip of each `(stripe, slot)` of
+/// `errors`; then member `target` fails and the spare takes its place. Returns the pool,
+/// the handles, the LUN and the member blocks with errors (slot, block).
+fn medium_errors_then_fail(
+    level: Level,
+    members: usize,
+    seed: u64,
+    blocks: u64,
+    target: usize,
+    errors: &[(u64, usize)],
+    row: u64,
+) -> (FPool, Vec<FaultHandle>, u16, Vec<(usize, u64)>) {
+    let (mut p, h) = build(level, members, 1, seed, false);
+    let lun = p.create_lun("a", 2000).unwrap();
+    fill(&mut p, lun, seed, 0, blocks);
+    p.checkpoint().unwrap();
+    let geo = *p.array().geometry();
+    let bad: Vec<(usize, u64)> = errors
+        .iter()
+        .map(|&(s, slot)| (slot, geo.stripe_lba(s) + row))
+        .collect();
+    for &(slot, lba) in &bad {
+        assert_ne!(
+            slot, target,
+            "seed {seed}: the error must be on another member"
+        );
+        h[slot].inject(Fault::Medium {
+            lba,
+            blocks: 1,
+            sticky: false,
+        });
+    }
+    p.fail_disk(target).unwrap();
+    (p, h, lun, bad)
+}
+
+// 9. Latent sector errors met by a rebuild. RAID-6 still has a second redundancy: every block
+//    is rebuilt, and the unreadable block is rewritten from the reconstruction.
+#[test]
+fn medium_errors_during_raid6_rebuild_are_repaired() {
+    let seed = 91;
+    let blocks = 600;
+    let target = 2;
+    let (mut p, h, lun, bad) = medium_errors_then_fail(
+        Level::Raid6,
+        6,
+        seed,
+        blocks,
+        target,
+        &[(20, 0), (45, 3), (70, 5)],
+        3,
+    );
+    assert_eq!(
+        p.status().rebuild.map(|r| r.0),
+        Some(target as u8),
+        "seed {seed}"
+    );
+    let ev = run_to_idle(&mut p, seed);
+    let st = p.status();
+    assert_eq!(
+        (st.health, st.bad_ranges),
+        (Health::Online, 0),
+        "seed {seed}: after rebuild: {st:?}"
+    );
+    for &(slot, lba) in &bad {
+        assert!(
+            ev.contains(&Event::MediumError {
+                disk: slot as u8,
+                lba
+            }),
+            "seed {seed}: no medium error event for member {slot} block {lba}: {ev:?}"
+        );
+        assert!(
+            ev.iter()
+                .any(|e| matches!(e, Event::Repaired { disk, lba: at, blocks }
+                if usize::from(*disk) == slot && *at <= lba && lba < *at + u64::from(*blocks))),
+            "seed {seed}: member {slot} block {lba} not repaired: {ev:?}"
+        );
+        assert_eq!(
+            h[slot].medium_errors(),
+            Vec::<u64>::new(),
+            "seed {seed}: member {slot} still has unreadable blocks"
+        );
+        let e = st.disks[slot].errors;
+        assert!(
+            e.medium == 1 && e.repaired >= 1,
+            "seed {seed}: member {slot} counters {e:?}"
+        );
+    }
+    assert!(
+        ev.iter().any(|e| matches!(e, Event::RebuildDone { disk, unrecoverable: 0, .. } if usize::from(*disk) == target)),
+        "seed {seed}: {ev:?}"
+    );
+    assert!(
+        !ev.iter()
+            .any(|e| matches!(e, Event::Unrecoverable { .. } | Event::DiskFailed { .. })),
+        "seed {seed}: {ev:?}"
+    );
+    verify(
+        &mut p,
+        lun,
+        seed,
+        0,
+        blocks,
+        "after rebuild with medium errors",
+    );
+    assert_eq!(
+        scrub(&mut p, seed),
+        (0, 0),
+        "seed {seed}: scrub after rebuild"
+    );
+}
+
+/// LUN blocks on the unrecoverable list.
+fn bad_lbas(pool: &FPool, lun: u16) -> Vec<u64> {
+    pool.bad_ranges()
+        .iter()
+        .filter(|r| r.lun == lun)
+        .flat_map(|r| r.lba..r.lba + u64::from(r.blocks))
+        .collect()
+}
+
+/// Every block of `0..blocks` reads back: an `Unrecoverable` error naming it for the blocks of
+/// `lost` (the buffer untouched: never zeros, never other data), generation `generation`'s data
+/// for the others.
+fn verify_lost(
+    pool: &mut FPool,
+    lun: u16,
+    seed: u64,
+    generation: u64,
+    blocks: u64,
+    lost: &[u64],
+    what: &str,
+) {
+    for i in 0..blocks {
+        let mut buf = vec![0xa5u8; LUN_BLOCK];
+        let r = pool.read(lun, i, &mut buf);
+        if lost.contains(&i) {
+            assert_eq!(
+                r,
+                Err(IoError::Unrecoverable { lun, lba: i }),
+                "seed {seed}, {what}: lost block {i} (zeros: {}, old data: {})",
+                buf.iter().all(|&b| b == 0),
+                buf == block(seed, generation, i)
+            );
+            assert!(
+                buf.iter().all(|&b| b == 0xa5),
+                "seed {seed}, {what}: lost block {i}: the failed read filled the buffer"
+            );
+        } else {
+            r.unwrap_or_else(|e| panic!("seed {seed}, {what}: read of block {i}: {e:?}"));
+            assert!(
+                buf == block(seed, generation, i),
+                "seed {seed}, {what}: block {i} reads back wrong data"
+            );
+        }
+    }
+}
+
+// 10. The same on RAID-5: with one member rebuilding, a latent sector error on another leaves
+//     that stripe without redundancy. The rebuild records the LUN blocks it held as lost, goes
+//     on, and ends; they read as errors (across a restart) until rewritten; all others read.
+#[test]
+fn medium_error_during_raid5_rebuild_reports_the_lost_blocks() {
+    let seed = 101;
+    let blocks = 400;
+    let target = 1;
+    let stripe = 30;
+    let (mut p, h, lun, bad) =
+        medium_errors_then_fail(Level::Raid5, 4, seed, blocks, target, &[(stripe, 3)], 3);
+    // What is truly lost, from the members as they are (the target gone, the error in place):
+    // the blocks a degraded pool cannot read.
+    let (slot, lba) = bad[0];
+    let oracle = {
+        let disks: Vec<_> = (0..4)
+            .filter(|&i| i != target)
+            .map(|i| {
+                let d = faulty(mem_of(&mut p, i).snapshot(), seed ^ i as u64, false);
+                if i == slot {
+                    d.handle().inject(Fault::Medium {
+                        lba,
+                        blocks: 1,
+                        sticky: true,
+                    });
+                }
+                d
+            })
+            .collect();
+        let (mut o, _) = import(disks, Level::Raid5);
+        let mut buf = vec![0u8; LUN_BLOCK];
+        (0..blocks)
+            .filter(|&i| o.read(lun, i, &mut buf).is_err())
+            .collect::<Vec<u64>>()
+    };
+    let ev = run_to_idle(&mut p, seed);
+    let st = p.status();
+    assert_eq!(
+        (st.health, st.rebuild),
+        (Health::Online, None),
+        "seed {seed}: after rebuild: {st:?}"
+    );
+    let (slot, lba) = bad[0];
+    assert!(
+        ev.contains(&Event::MediumError {
+            disk: slot as u8,
+            lba
+        }),
+        "seed {seed}: {ev:?}"
+    );
+    assert!(
+        ev.contains(&Event::Unrecoverable { stripe }),
+        "seed {seed}: {ev:?}"
+    );
+    assert!(
+        ev.iter().any(|e| matches!(e, Event::RebuildDone { disk, unrecoverable: 1, .. } if usize::from(*disk) == target)),
+        "seed {seed}: {ev:?}"
+    );
+    let lost = bad_lbas(&p, lun);
+    eprintln!("seed {seed}: lost {lost:?}, ranges {:?}", p.bad_ranges());
+    assert!(!lost.is_empty(), "seed {seed}: nothing reported lost");
+    assert_eq!(
+        lost, oracle,
+        "seed {seed}: reported lost vs unreadable when degraded"
+    );
+    verify_lost(&mut p, lun, seed, 0, blocks, &lost, "after rebuild");
+    // The rebuild is over: more maintenance does nothing.
+    let rep = p.maintenance().unwrap();
+    assert!(rep.idle && rep.rebuilt_stripes == 0, "seed {seed}: {rep:?}");
+
+    // Export and import: the list is kept.
+    let ranges = p.bad_ranges().to_vec();
+    let (members, spares, _) = p.shutdown().unwrap();
+    assert!(spares.is_empty(), "seed {seed}");
+    let disks: Vec<_> = members.into_iter().map(|m| m.unwrap()).collect();
+    let (mut q, report) = import(disks, Level::Raid5);
+    assert_eq!(
+        (report.missing, report.refused.len()),
+        (0, 0),
+        "seed {seed}: {report:?}"
+    );
+    assert_eq!(q.bad_ranges(), &ranges[..], "seed {seed}: after import");
+    let lun = q.lun_by_name("a").unwrap();
+    verify_lost(&mut q, lun, seed, 0, blocks, &lost, "after import");
+
+    // A client rewrites one in the middle: it reads the new data; the others stay lost.
+    let mid = lost[lost.len() / 2];
+    q.write(lun, mid, &block(seed, 1, mid), false).unwrap();
+    q.flush().unwrap();
+    let mut buf = vec![0u8; LUN_BLOCK];
+    q.read(lun, mid, &mut buf)
+        .unwrap_or_else(|e| panic!("seed {seed}: rewritten block {mid}: {e:?}"));
+    assert!(
+        buf == block(seed, 1, mid),
+        "seed {seed}: rewritten block {mid}"
+    );
+    let rest: Vec<u64> = lost.iter().copied().filter(|&i| i != mid).collect();
+    assert_eq!(
+        bad_lbas(&q, lun),
+        rest,
+        "seed {seed}: after rewriting block {mid}"
+    );
+    for &i in &rest {
+        assert_eq!(
+            q.read(lun, i, &mut buf),
+            Err(IoError::Unrecoverable { lun, lba: i }),
+            "seed {seed}: block {i} after rewriting block {mid}"
+        );
+    }
+    // Then the rest, one block at a time: they read the new data, nothing is lost any more.
+    for &i in &rest {
+        q.write(lun, i, &block(seed, 1, i), false).unwrap();
+    }
+    q.flush().unwrap();
+    assert_eq!(q.bad_ranges(), &[], "seed {seed}: after rewrite");
+    let check = |q: &mut FPool, what: &str| {
+        let mut buf = vec![0u8; LUN_BLOCK];
+        for i in 0..blocks {
+            q.read(lun, i, &mut buf)
+                .unwrap_or_else(|e| panic!("seed {seed}, {what}: read of block {i}: {e:?}"));
+            let g = u64::from(lost.contains(&i));
+            assert!(buf == block(seed, g, i), "seed {seed}, {what}: block {i}");
+        }
+    };
+    check(&mut q, "after rewrite");
+    let (members, _, _) = q.shutdown().unwrap();
+    let (mut r, _) = import(
+        members.into_iter().map(|m| m.unwrap()).collect(),
+        Level::Raid5,
+    );
+    assert_eq!(r.bad_ranges(), &[], "seed {seed}: after rewrite and import");
+    check(&mut r, "after rewrite and import");
+    let _ = h;
 }
