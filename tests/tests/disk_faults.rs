@@ -1100,3 +1100,86 @@ fn medium_error_during_raid5_rebuild_reports_the_lost_blocks() {
     check(&mut r, "after rewrite and import");
     let _ = h;
 }
+
+// 11. Power cut during a scrub: after import the scrub resumes where its progress was last
+//     checkpointed (without the client checkpointing anything), and completes; what it repaired
+//     before the cut stays repaired, and what lay past the cut is repaired after it.
+#[test]
+fn power_cut_during_scrub_resumes_after_import() {
+    let seed = 111;
+    let blocks = 1500;
+    let (mut p, h) = build(Level::Raid5, 4, 0, seed, true);
+    let lun = p.create_lun("a", 2000).unwrap();
+    fill(&mut p, lun, seed, 0, blocks);
+    p.checkpoint().unwrap();
+    let geo = *p.array().geometry();
+    let st = p.stats();
+    let seg_stripes = st.segment_bytes / geo.stripe_data_bytes() as u64;
+    let used = u64::from(st.segments - st.free_segments);
+    assert!(used >= 4, "seed {seed}: {used} segments used");
+    // Silent corruption in a data column of a stripe in every used segment.
+    let rotted: Vec<u64> = (0..used).map(|seg| seg * seg_stripes + 5).collect();
+    for &s in &rotted {
+        let d = geo.disk_of(s, Column::Data((s % 3) as usize)).unwrap();
+        flip(&mut p, d, geo.stripe_lba(s) + 2, 100 + s as usize);
+    }
+    p.start_scrub();
+    let cut_at = (used / 2) as u32;
+    let mut calls = 0;
+    while p.status().scrub.is_some_and(|(next, _)| next < cut_at) {
+        p.maintenance().unwrap();
+        calls += 1;
+        assert!(calls < 10_000, "seed {seed}: scrub makes no progress");
+    }
+    let (next, total) = p.status().scrub.expect("scrub still running");
+    let repaired = p.status().scrub_repaired;
+    eprintln!(
+        "seed {seed}: cut at segment {next} of {total}, {used} used, {repaired} repaired; rotted stripes {rotted:?} ({seg_stripes} per segment)"
+    );
+    assert!(repaired > 0, "seed {seed}: nothing repaired before the cut");
+    for hd in &h {
+        hd.inject(Fault::PowerCut);
+    }
+    let (members, _, _) = p.into_parts();
+    let disks: Vec<_> = members
+        .into_iter()
+        .map(|m| {
+            let d = m.unwrap();
+            d.handle().inject(Fault::PowerRestore);
+            d
+        })
+        .collect();
+    let (mut q, report) = import(disks, Level::Raid5);
+    assert_eq!(
+        (report.missing, report.refused.len()),
+        (0, 0),
+        "seed {seed}: {report:?}"
+    );
+    let st = q.status();
+    let (resumed, total2) = st
+        .scrub
+        .unwrap_or_else(|| panic!("seed {seed}: no scrub after import: {st:?}"));
+    eprintln!("seed {seed}: resumed at segment {resumed}");
+    assert!(
+        resumed > 0 && resumed <= next && total2 == total,
+        "seed {seed}: cut at {next} of {total}, resumed at {resumed} of {total2}"
+    );
+    let ev = run_to_idle(&mut q, seed);
+    let st = q.status();
+    assert_eq!(st.scrub, None, "seed {seed}");
+    let done = ev.iter().find_map(|e| match e {
+        Event::ScrubDone {
+            repaired,
+            unrepairable,
+            ..
+        } => Some((*repaired, *unrepairable)),
+        _ => None,
+    });
+    assert!(
+        done.is_some_and(|(r, u)| r > 0 && u == 0),
+        "seed {seed}: resumed scrub: {done:?}"
+    );
+    // Before reading anything (reads heal too): a second scrub finds nothing left.
+    assert_eq!(scrub(&mut q, seed), (0, 0), "seed {seed}: second scrub");
+    verify(&mut q, lun, seed, 0, blocks, "after resumed scrub");
+}

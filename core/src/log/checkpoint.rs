@@ -160,6 +160,9 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             return Err(IoError::Faulted);
         }
         self.root_gen = root.root_gen;
+        if let Some(sc) = self.scrub.as_mut() {
+            sc.saved = Some(sc.next_segment);
+        }
         self.log.reserved = reserved;
         self.log.res_idx = 0;
         self.table_ptrs = [lun_ptr, sut_ptr, bad_ptr];
@@ -606,6 +609,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
                 stripes: 0,
                 repaired: sc.repaired,
                 unrepairable: sc.unrepairable,
+                saved: Some(sc.next_segment),
             });
         }
     }

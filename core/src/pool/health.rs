@@ -363,7 +363,19 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             });
             self.checkpoint(b)?;
         } else {
+            // The pass checkpoints its own progress (at its first step, then every sixteenth of
+            // the segments): a scrub of an idle pool otherwise reached no root, so a power cut
+            // forgot it, and lost its repairs, still in the members' write caches. The
+            // checkpoint flushes before its root names the cursor, so every repair behind a
+            // saved cursor is durable.
+            let every = (self.segments() / 16).max(1);
+            let due = sc
+                .saved
+                .is_none_or(|s| sc.next_segment >= s.saturating_add(every));
             self.scrub = Some(sc);
+            if due {
+                self.checkpoint(b)?;
+            }
         }
         Ok(done)
     }
@@ -533,6 +545,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             stripes: 0,
             repaired: 0,
             unrepairable: 0,
+            saved: None,
         });
     }
 
