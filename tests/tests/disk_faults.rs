@@ -9,9 +9,11 @@ use raidcore::event::Event;
 use raidcore::format::{LUN_BLOCK, ROOT_SLOTS, SLOT_BYTES};
 use raidcore::pool::{Health, ImportOptions, IoError, Pool, PoolConfig};
 use raidcore::raid::{Column, DiskState, Level};
-use raidcore_hal::{BlockDevice, BlockSize};
+use raidcore_hal::{BlockDevice, BlockSize, ErrorKind};
 use raidcore_sim::disk::MemDisk;
-use raidcore_sim::fault::{Fault, FaultConfig, FaultHandle, FaultyDisk, PendingFate};
+use raidcore_sim::fault::{
+    EventKind, Fault, FaultConfig, FaultHandle, FaultyDisk, PendingFate, TransientKind,
+};
 
 type FPool = Pool<FaultyDisk<MemDisk>, Vec<u8>, 8, 4, 32, 8>;
 
@@ -1182,4 +1184,116 @@ fn power_cut_during_scrub_resumes_after_import() {
     // Before reading anything (reads heal too): a second scrub finds nothing left.
     assert_eq!(scrub(&mut q, seed), (0, 0), "seed {seed}: second scrub");
     verify(&mut q, lun, seed, 0, blocks, "after resumed scrub");
+}
+
+/// A pool whose member `flaky` fails its next `ops` operations with a transport error while the
+/// client writes `blocks` blocks (and flushes); returns the pool, the handles, the LUN and the
+/// pool events of the writes.
+fn transient_during_writes(
+    level: Level,
+    members: usize,
+    spares: usize,
+    seed: u64,
+    blocks: u64,
+    flaky: usize,
+    ops: u64,
+) -> (FPool, Vec<FaultHandle>, u16, Vec<Event>) {
+    let (mut p, h) = build(level, members, spares, seed, false);
+    let lun = p.create_lun("a", 2000).unwrap();
+    let seq = p.events().next_seq();
+    h[flaky].inject(Fault::Transient {
+        kind: TransientKind::Transport,
+        ops,
+    });
+    fill(&mut p, lun, seed, 0, blocks);
+    let ev = events_since(&p, seq);
+    let seen = h[flaky]
+        .events()
+        .iter()
+        .filter(|e| matches!(e.kind, EventKind::Transient(_)))
+        .count() as u64;
+    assert_eq!(
+        seen, ops,
+        "seed {seed}: transient errors returned by member {flaky}"
+    );
+    (p, h, lun, ev)
+}
+
+// 12. A member write that fails transiently is retried; when the retry succeeds an event says
+//     so and the stripe keeps its full redundancy: another member can fail and every block
+//     still reads.
+#[test]
+fn transient_write_failure_is_retried_and_the_stripe_keeps_its_redundancy() {
+    let seed = 121;
+    let blocks = 400;
+    let flaky = 2;
+    let (mut p, h, lun, ev) = transient_during_writes(Level::Raid5, 4, 0, seed, blocks, flaky, 1);
+    assert!(
+        ev.contains(&Event::RetrySucceeded {
+            disk: flaky as u8,
+            write: true
+        }),
+        "seed {seed}: {ev:?}"
+    );
+    assert!(
+        !ev.iter().any(|e| matches!(e, Event::DiskFailed { .. })),
+        "seed {seed}: {ev:?}"
+    );
+    let st = p.status();
+    assert_eq!(st.health, Health::Online, "seed {seed}");
+    let e = st.disks[flaky].errors;
+    assert_eq!((e.transient, e.write), (1, 0), "seed {seed}: {e:?}");
+    // Every stripe agrees with its parity (the flaky member holds every strip it was sent)...
+    assert_eq!(scrub(&mut p, seed), (0, 0), "seed {seed}: scrub after the retried write");
+    // ... and another member fails: its data comes from the strips the flaky member holds.
+    h[0].inject(Fault::Fail);
+    p.fail_disk(0).unwrap();
+    assert_eq!(p.status().health, Health::Degraded, "seed {seed}");
+    verify(
+        &mut p,
+        lun,
+        seed,
+        0,
+        blocks,
+        "member 0 failed after a retried write on member 2",
+    );
+}
+
+// 13. When the retries run out too, the member is failed (an event says so): no stripe is left
+//     believing it holds a strip it does not. A spare takes its place; after the rebuild any two
+//     other members of the RAID-6 pool can fail and every block still reads.
+#[test]
+fn transient_write_failure_past_the_retries_fails_the_member() {
+    let seed = 131;
+    let blocks = 400;
+    let flaky = 2;
+    let ops = u64::from(raidcore::raid::ArrayConfig::default().retries) + 1;
+    let (mut p, h, lun, ev) = transient_during_writes(Level::Raid6, 6, 1, seed, blocks, flaky, ops);
+    assert!(
+        ev.contains(&Event::DiskFailed {
+            disk: flaky as u8,
+            kind: ErrorKind::Transport
+        }),
+        "seed {seed}: {ev:?}"
+    );
+    assert!(
+        ev.contains(&Event::SpareTaken { disk: flaky as u8 }),
+        "seed {seed}: {ev:?}"
+    );
+    verify(&mut p, lun, seed, 0, blocks, "member 2 failed by a write");
+    run_to_idle(&mut p, seed);
+    assert_eq!(p.status().health, Health::Online, "seed {seed}");
+    for gone in [0, 4] {
+        h[gone].inject(Fault::Fail);
+        p.fail_disk(gone).unwrap();
+    }
+    assert_eq!(p.status().health, Health::Degraded, "seed {seed}");
+    verify(
+        &mut p,
+        lun,
+        seed,
+        0,
+        blocks,
+        "members 0 and 4 failed after the rebuild",
+    );
 }
