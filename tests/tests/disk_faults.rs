@@ -1244,7 +1244,11 @@ fn transient_write_failure_is_retried_and_the_stripe_keeps_its_redundancy() {
     let e = st.disks[flaky].errors;
     assert_eq!((e.transient, e.write), (1, 0), "seed {seed}: {e:?}");
     // Every stripe agrees with its parity (the flaky member holds every strip it was sent)...
-    assert_eq!(scrub(&mut p, seed), (0, 0), "seed {seed}: scrub after the retried write");
+    assert_eq!(
+        scrub(&mut p, seed),
+        (0, 0),
+        "seed {seed}: scrub after the retried write"
+    );
     // ... and another member fails: its data comes from the strips the flaky member holds.
     h[0].inject(Fault::Fail);
     p.fail_disk(0).unwrap();
@@ -1295,5 +1299,76 @@ fn transient_write_failure_past_the_retries_fails_the_member() {
         0,
         blocks,
         "members 0 and 4 failed after the rebuild",
+    );
+}
+
+// 14. A latent sector error in a parity column is found and repaired by a scrub (no client
+//     read ever touches parity): afterwards the block reads, and the pool survives losing the
+//     level's tolerance of other members.
+#[test]
+fn scrub_repairs_a_medium_error_in_a_parity_column() {
+    let seed = 141;
+    let blocks = 400;
+    let (mut p, h) = build(Level::Raid6, 6, 0, seed, false);
+    let lun = p.create_lun("a", 2000).unwrap();
+    fill(&mut p, lun, seed, 0, blocks);
+    p.checkpoint().unwrap();
+    let geo = *p.array().geometry();
+    let mut bad = Vec::new();
+    for (stripe, col) in [(20, Column::P), (40, Column::Q)] {
+        let slot = geo.disk_of(stripe, col).unwrap();
+        let lba = geo.stripe_lba(stripe) + 5;
+        h[slot].inject(Fault::Medium {
+            lba,
+            blocks: 1,
+            sticky: false,
+        });
+        bad.push((slot, lba));
+    }
+    p.start_scrub();
+    let ev = run_to_idle(&mut p, seed);
+    let st = p.status();
+    assert_eq!(
+        (st.scrub_repaired > 0, st.scrub_unrepairable),
+        (true, 0),
+        "seed {seed}: scrub: {st:?}"
+    );
+    for &(slot, lba) in &bad {
+        assert!(
+            ev.contains(&Event::MediumError {
+                disk: slot as u8,
+                lba
+            }),
+            "seed {seed}: {ev:?}"
+        );
+        assert!(
+            ev.iter()
+                .any(|e| matches!(e, Event::Repaired { disk, lba: at, blocks }
+                if usize::from(*disk) == slot && *at <= lba && lba < *at + u64::from(*blocks))),
+            "seed {seed}: member {slot} block {lba} not repaired: {ev:?}"
+        );
+        assert_eq!(
+            h[slot].medium_errors(),
+            Vec::<u64>::new(),
+            "seed {seed}: member {slot}"
+        );
+    }
+    assert_eq!(scrub(&mut p, seed), (0, 0), "seed {seed}: second scrub");
+    // Two other members go: the repaired parity is what reconstructs their data.
+    let gone: Vec<usize> = (0..6)
+        .filter(|d| bad.iter().all(|b| b.0 != *d))
+        .take(2)
+        .collect();
+    for &g in &gone {
+        h[g].inject(Fault::Fail);
+        p.fail_disk(g).unwrap();
+    }
+    verify(
+        &mut p,
+        lun,
+        seed,
+        0,
+        blocks,
+        &format!("members {gone:?} failed"),
     );
 }

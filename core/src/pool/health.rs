@@ -15,7 +15,7 @@ use super::{IoError, Pool};
 use crate::event::Event;
 use crate::format::{BadRange, ItemKind, SegState};
 use crate::log::Expect;
-use crate::raid::{ArrayError, DiskErrors, DiskSet, DiskState};
+use crate::raid::{ArrayError, DiskErrors, DiskSet, DiskState, Level};
 
 /// Pool health, as `zpool status` says it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -382,10 +382,69 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
 
     /// Verifies one stripe; repairs a member the check names, or parity when the data checks.
     fn scrub_stripe(&mut self, b: &mut Bufs, s: u64) -> Result<(u64, u64), IoError> {
-        let rep = self
+        let mut rep = self
             .array
             .verify_stripe(s, b.log.scratch)
             .map_err(IoError::Device)?;
+        let blocks = (self.geo().strip_bytes() / self.geo().block_bytes()) as u64;
+        let strip = self.geo().strip_bytes();
+        // Members in sync whose strip could not be read (a latent sector error): the check
+        // skipped their column (and, on parity levels, the parity), and the item walk reads
+        // only data columns that hold items, so a bad block in a parity or padding column used
+        // to stay until a rebuild met it with one redundancy fewer. Rewrite the strip from the
+        // other members, but only from checked data: first the item walk (checksums heal the
+        // data columns), then, on mirrors, only when the readable copies agree.
+        let mut fixed = 0;
+        if !self.unreadable_in_sync(rep.unreadable).is_empty() {
+            let stripe_end = (s + 1) * self.sdb() as u64;
+            let seg = self.seg_of(s * self.sdb() as u64);
+            let (_, _, reached) = self.scrub_items(b, seg)?;
+            rep = self
+                .array
+                .verify_stripe(s, b.log.scratch)
+                .map_err(IoError::Device)?;
+            let unreadable = self.unreadable_in_sync(rep.unreadable);
+            if !unreadable.is_empty() {
+                let mirror = matches!(self.geo().level(), Level::Raid1 | Level::Raid10);
+                if reached < stripe_end || (mirror && !rep.consistent()) {
+                    return Ok((0, blocks));
+                }
+                let before = self.array.stats().repair_bytes_written;
+                let res = self.array.repair(s, 0, strip, unreadable, b.log.scratch);
+                self.counters.repair_bytes += self.array.stats().repair_bytes_written - before;
+                if res.is_err() {
+                    return Ok((0, blocks));
+                }
+                fixed = blocks * unreadable.len() as u64;
+                rep = self
+                    .array
+                    .verify_stripe(s, b.log.scratch)
+                    .map_err(IoError::Device)?;
+            }
+        }
+        let (rep_blocks, lost) = self.check_stripe(b, s, &rep)?;
+        Ok((fixed + rep_blocks, lost))
+    }
+
+    /// The members of `set` that are in sync (online, present).
+    fn unreadable_in_sync(&self, set: DiskSet) -> DiskSet {
+        set.iter()
+            .filter(|&d| {
+                self.array
+                    .member(d)
+                    .is_some_and(|m| m.is_present() && m.state() == DiskState::Online)
+            })
+            .fold(DiskSet::EMPTY, DiskSet::with)
+    }
+
+    /// The rest of [`Self::scrub_stripe`]: what `rep` says of stripe `s` once every member in
+    /// sync was readable.
+    fn check_stripe(
+        &mut self,
+        b: &mut Bufs,
+        s: u64,
+        rep: &crate::raid::VerifyReport,
+    ) -> Result<(u64, u64), IoError> {
         if rep.consistent() {
             return Ok((0, 0));
         }
