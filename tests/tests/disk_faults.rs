@@ -91,6 +91,23 @@ fn build(
     (pool, handles)
 }
 
+/// [`build`], then a LUN "a" of 2000 blocks with `blocks` blocks of generation 0, flushed and
+/// checkpointed.
+fn filled(
+    level: Level,
+    members: usize,
+    spares: usize,
+    seed: u64,
+    volatile: bool,
+    blocks: u64,
+) -> (FPool, Vec<FaultHandle>, u16) {
+    let (mut p, h) = build(level, members, spares, seed, volatile);
+    let lun = p.create_lun("a", 2000).unwrap();
+    fill(&mut p, lun, seed, 0, blocks);
+    p.checkpoint().unwrap();
+    (p, h, lun)
+}
+
 fn fill(pool: &mut FPool, lun: u16, seed: u64, generation: u64, blocks: u64) {
     for i in 0..blocks {
         pool.write(lun, i, &block(seed, generation, i), false)
@@ -101,15 +118,7 @@ fn fill(pool: &mut FPool, lun: u16, seed: u64, generation: u64, blocks: u64) {
 }
 
 fn verify(pool: &mut FPool, lun: u16, seed: u64, generation: u64, blocks: u64, what: &str) {
-    let mut buf = vec![0u8; LUN_BLOCK];
-    for i in 0..blocks {
-        pool.read(lun, i, &mut buf)
-            .unwrap_or_else(|e| panic!("seed {seed}, {what}: read of block {i}: {e:?}"));
-        assert!(
-            buf == block(seed, generation, i),
-            "seed {seed}, {what}: block {i} reads back wrong data"
-        );
-    }
+    verify_lost(pool, lun, seed, generation, blocks, &[], what);
 }
 
 /// Runs maintenance until it reports nothing left to do; returns the pool events of the run
@@ -206,6 +215,35 @@ fn import(disks: Vec<FaultyDisk<MemDisk>>, level: Level) -> (FPool, raidcore::po
         mem,
     )
     .unwrap_or_else(|e| panic!("import: {e}"))
+}
+
+/// Imports the members of a pool (all present), checking that none is missing or refused.
+fn reimport(members: Vec<Option<FaultyDisk<MemDisk>>>, level: Level, seed: u64) -> FPool {
+    let disks: Vec<_> = members
+        .into_iter()
+        .map(|m| m.expect("member present"))
+        .collect();
+    let (q, report) = import(disks, level);
+    assert_eq!(
+        (report.missing, report.refused.len()),
+        (0, 0),
+        "seed {seed}: {report:?}"
+    );
+    q
+}
+
+/// Cuts the power of every disk of `h` (their volatile caches fare as seeded), restores it and
+/// imports the members (the pool has no spare left).
+fn power_cycle(p: FPool, h: &[FaultHandle], level: Level, seed: u64) -> FPool {
+    for hd in h {
+        hd.inject(Fault::PowerCut);
+    }
+    let (members, spares, _mem) = p.into_parts();
+    assert!(spares.is_empty(), "seed {seed}: spares left");
+    for m in members.iter().flatten() {
+        m.handle().inject(Fault::PowerRestore);
+    }
+    reimport(members.into_iter().collect(), level, seed)
 }
 
 // 1. Scrub twice with no new faults: the second repairs nothing; scrub of a healthy pool
@@ -595,25 +633,7 @@ fn power_cut_case(seed: u64, checkpoint_mid: bool) {
     };
     eprintln!("seed {seed}: cut at {done} of {total} stripes");
     assert!(done < total, "seed {seed}: rebuild finished before the cut");
-    for hd in &h {
-        hd.inject(Fault::PowerCut);
-    }
-    let (members, spares, _mem) = p.into_parts();
-    assert!(spares.is_empty(), "seed {seed}");
-    let disks: Vec<_> = members
-        .into_iter()
-        .map(|m| {
-            let d = m.unwrap();
-            d.handle().inject(Fault::PowerRestore);
-            d
-        })
-        .collect();
-    let (mut q, report) = import(disks, Level::Raid6);
-    assert_eq!(
-        (report.missing, report.refused.len()),
-        (0, 0),
-        "seed {seed}: {report:?}"
-    );
+    let mut q = power_cycle(p, &h, Level::Raid6, seed);
     let st = q.status();
     assert_eq!(
         (st.health, st.disks[3].state),
@@ -714,10 +734,7 @@ fn label_area() -> (core::ops::Range<u64>, core::ops::Range<u64>) {
 fn rebuild_writes_only_to_target(level: Level, members: usize, seed: u64) {
     let blocks = 600;
     let target = 1;
-    let (mut p, h) = build(level, members, 1, seed, false);
-    let lun = p.create_lun("a", 2000).unwrap();
-    fill(&mut p, lun, seed, 0, blocks);
-    p.checkpoint().unwrap();
+    let (mut p, h, lun) = filled(level, members, 1, seed, false, blocks);
     p.fail_disk(target).unwrap();
     let spare = members; // the spare's handle: it now fills slot `target`
     let before = snapshots(&mut p);
@@ -821,10 +838,7 @@ fn medium_errors_then_fail(
     errors: &[(u64, usize)],
     row: u64,
 ) -> (FPool, Vec<FaultHandle>, u16, Vec<(usize, u64)>) {
-    let (mut p, h) = build(level, members, 1, seed, false);
-    let lun = p.create_lun("a", 2000).unwrap();
-    fill(&mut p, lun, seed, 0, blocks);
-    p.checkpoint().unwrap();
+    let (mut p, h, lun) = filled(level, members, 1, seed, false, blocks);
     let geo = *p.array().geometry();
     let bad: Vec<(usize, u64)> = errors
         .iter()
@@ -835,14 +849,44 @@ fn medium_errors_then_fail(
             slot, target,
             "seed {seed}: the error must be on another member"
         );
-        h[slot].inject(Fault::Medium {
-            lba,
-            blocks: 1,
-            sticky: false,
-        });
+        latent_error(&h[slot], lba);
     }
     p.fail_disk(target).unwrap();
     (p, h, lun, bad)
+}
+
+/// A latent sector error on block `lba` of a disk (a write repairs it).
+fn latent_error(h: &FaultHandle, lba: u64) {
+    h.inject(Fault::Medium {
+        lba,
+        blocks: 1,
+        sticky: false,
+    });
+}
+
+/// The events `ev` say each (member slot, block) of `bad` met a medium error and was rewritten,
+/// and the disk no longer has an unreadable block.
+fn assert_medium_repaired(ev: &[Event], h: &[FaultHandle], bad: &[(usize, u64)], seed: u64) {
+    for &(slot, lba) in bad {
+        assert!(
+            ev.contains(&Event::MediumError {
+                disk: slot as u8,
+                lba
+            }),
+            "seed {seed}: no medium error event for member {slot} block {lba}: {ev:?}"
+        );
+        assert!(
+            ev.iter()
+                .any(|e| matches!(e, Event::Repaired { disk, lba: at, blocks }
+                if usize::from(*disk) == slot && *at <= lba && lba < *at + u64::from(*blocks))),
+            "seed {seed}: member {slot} block {lba} not repaired: {ev:?}"
+        );
+        assert_eq!(
+            h[slot].medium_errors(),
+            Vec::<u64>::new(),
+            "seed {seed}: member {slot} still has unreadable blocks"
+        );
+    }
 }
 
 // 9. Latent sector errors met by a rebuild. RAID-6 still has a second redundancy: every block
@@ -873,25 +917,8 @@ fn medium_errors_during_raid6_rebuild_are_repaired() {
         (Health::Online, 0),
         "seed {seed}: after rebuild: {st:?}"
     );
-    for &(slot, lba) in &bad {
-        assert!(
-            ev.contains(&Event::MediumError {
-                disk: slot as u8,
-                lba
-            }),
-            "seed {seed}: no medium error event for member {slot} block {lba}: {ev:?}"
-        );
-        assert!(
-            ev.iter()
-                .any(|e| matches!(e, Event::Repaired { disk, lba: at, blocks }
-                if usize::from(*disk) == slot && *at <= lba && lba < *at + u64::from(*blocks))),
-            "seed {seed}: member {slot} block {lba} not repaired: {ev:?}"
-        );
-        assert_eq!(
-            h[slot].medium_errors(),
-            Vec::<u64>::new(),
-            "seed {seed}: member {slot} still has unreadable blocks"
-        );
+    assert_medium_repaired(&ev, &h, &bad, seed);
+    for &(slot, _) in &bad {
         let e = st.disks[slot].errors;
         assert!(
             e.medium == 1 && e.repaired >= 1,
@@ -1042,13 +1069,7 @@ fn medium_error_during_raid5_rebuild_reports_the_lost_blocks() {
     let ranges = p.bad_ranges().to_vec();
     let (members, spares, _) = p.shutdown().unwrap();
     assert!(spares.is_empty(), "seed {seed}");
-    let disks: Vec<_> = members.into_iter().map(|m| m.unwrap()).collect();
-    let (mut q, report) = import(disks, Level::Raid5);
-    assert_eq!(
-        (report.missing, report.refused.len()),
-        (0, 0),
-        "seed {seed}: {report:?}"
-    );
+    let mut q = reimport(members.into_iter().collect(), Level::Raid5, seed);
     assert_eq!(q.bad_ranges(), &ranges[..], "seed {seed}: after import");
     let lun = q.lun_by_name("a").unwrap();
     verify_lost(&mut q, lun, seed, 0, blocks, &lost, "after import");
@@ -1094,10 +1115,7 @@ fn medium_error_during_raid5_rebuild_reports_the_lost_blocks() {
     };
     check(&mut q, "after rewrite");
     let (members, _, _) = q.shutdown().unwrap();
-    let (mut r, _) = import(
-        members.into_iter().map(|m| m.unwrap()).collect(),
-        Level::Raid5,
-    );
+    let mut r = reimport(members.into_iter().collect(), Level::Raid5, seed);
     assert_eq!(r.bad_ranges(), &[], "seed {seed}: after rewrite and import");
     check(&mut r, "after rewrite and import");
     let _ = h;
@@ -1110,10 +1128,7 @@ fn medium_error_during_raid5_rebuild_reports_the_lost_blocks() {
 fn power_cut_during_scrub_resumes_after_import() {
     let seed = 111;
     let blocks = 1500;
-    let (mut p, h) = build(Level::Raid5, 4, 0, seed, true);
-    let lun = p.create_lun("a", 2000).unwrap();
-    fill(&mut p, lun, seed, 0, blocks);
-    p.checkpoint().unwrap();
+    let (mut p, h, lun) = filled(Level::Raid5, 4, 0, seed, true, blocks);
     let geo = *p.array().geometry();
     let st = p.stats();
     let seg_stripes = st.segment_bytes / geo.stripe_data_bytes() as u64;
@@ -1139,24 +1154,7 @@ fn power_cut_during_scrub_resumes_after_import() {
         "seed {seed}: cut at segment {next} of {total}, {used} used, {repaired} repaired; rotted stripes {rotted:?} ({seg_stripes} per segment)"
     );
     assert!(repaired > 0, "seed {seed}: nothing repaired before the cut");
-    for hd in &h {
-        hd.inject(Fault::PowerCut);
-    }
-    let (members, _, _) = p.into_parts();
-    let disks: Vec<_> = members
-        .into_iter()
-        .map(|m| {
-            let d = m.unwrap();
-            d.handle().inject(Fault::PowerRestore);
-            d
-        })
-        .collect();
-    let (mut q, report) = import(disks, Level::Raid5);
-    assert_eq!(
-        (report.missing, report.refused.len()),
-        (0, 0),
-        "seed {seed}: {report:?}"
-    );
+    let mut q = power_cycle(p, &h, Level::Raid5, seed);
     let st = q.status();
     let (resumed, total2) = st
         .scrub
@@ -1309,20 +1307,13 @@ fn transient_write_failure_past_the_retries_fails_the_member() {
 fn scrub_repairs_a_medium_error_in_a_parity_column() {
     let seed = 141;
     let blocks = 400;
-    let (mut p, h) = build(Level::Raid6, 6, 0, seed, false);
-    let lun = p.create_lun("a", 2000).unwrap();
-    fill(&mut p, lun, seed, 0, blocks);
-    p.checkpoint().unwrap();
+    let (mut p, h, lun) = filled(Level::Raid6, 6, 0, seed, false, blocks);
     let geo = *p.array().geometry();
     let mut bad = Vec::new();
     for (stripe, col) in [(20, Column::P), (40, Column::Q)] {
         let slot = geo.disk_of(stripe, col).unwrap();
         let lba = geo.stripe_lba(stripe) + 5;
-        h[slot].inject(Fault::Medium {
-            lba,
-            blocks: 1,
-            sticky: false,
-        });
+        latent_error(&h[slot], lba);
         bad.push((slot, lba));
     }
     p.start_scrub();
@@ -1333,26 +1324,7 @@ fn scrub_repairs_a_medium_error_in_a_parity_column() {
         (true, 0),
         "seed {seed}: scrub: {st:?}"
     );
-    for &(slot, lba) in &bad {
-        assert!(
-            ev.contains(&Event::MediumError {
-                disk: slot as u8,
-                lba
-            }),
-            "seed {seed}: {ev:?}"
-        );
-        assert!(
-            ev.iter()
-                .any(|e| matches!(e, Event::Repaired { disk, lba: at, blocks }
-                if usize::from(*disk) == slot && *at <= lba && lba < *at + u64::from(*blocks))),
-            "seed {seed}: member {slot} block {lba} not repaired: {ev:?}"
-        );
-        assert_eq!(
-            h[slot].medium_errors(),
-            Vec::<u64>::new(),
-            "seed {seed}: member {slot}"
-        );
-    }
+    assert_medium_repaired(&ev, &h, &bad, seed);
     assert_eq!(scrub(&mut p, seed), (0, 0), "seed {seed}: second scrub");
     // Two other members go: the repaired parity is what reconstructs their data.
     let gone: Vec<usize> = (0..6)
