@@ -337,11 +337,12 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             let seg = sc.next_segment;
             if b.seg(seg).state != SegState::Free {
                 let first = u64::from(seg) * seg_stripes;
+                let mut walked = None;
                 for s in first..first + seg_stripes {
                     if !self.stripe_in_use(b, s) {
                         continue;
                     }
-                    let (rep, unrep) = self.scrub_stripe(b, s)?;
+                    let (rep, unrep) = self.scrub_stripe(b, s, &mut walked)?;
                     sc.repaired += rep;
                     sc.unrepairable += unrep;
                     sc.stripes += 1;
@@ -381,7 +382,14 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
     }
 
     /// Verifies one stripe; repairs a member the check names, or parity when the data checks.
-    fn scrub_stripe(&mut self, b: &mut Bufs, s: u64) -> Result<(u64, u64), IoError> {
+    /// `walked`: where an item walk of the stripe's segment reached, once one was made for an
+    /// unreadable member (one walk per segment heals every item in it).
+    fn scrub_stripe(
+        &mut self,
+        b: &mut Bufs,
+        s: u64,
+        walked: &mut Option<u64>,
+    ) -> Result<(u64, u64), IoError> {
         let mut rep = self
             .array
             .verify_stripe(s, b.log.scratch)
@@ -398,7 +406,13 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         if !self.unreadable_in_sync(rep.unreadable).is_empty() {
             let stripe_end = (s + 1) * self.sdb() as u64;
             let seg = self.seg_of(s * self.sdb() as u64);
-            let (_, _, reached) = self.scrub_items(b, seg)?;
+            let reached = if let Some(r) = *walked {
+                r
+            } else {
+                let (_, _, r) = self.scrub_items(b, seg)?;
+                *walked = Some(r);
+                r
+            };
             rep = self
                 .array
                 .verify_stripe(s, b.log.scratch)
