@@ -1344,3 +1344,8 @@ fn scrub_repairs_a_medium_error_in_a_parity_column() {
         &format!("members {gone:?} failed"),
     );
 }
+
+#[test]
+fn raid10_rebuild_writes_only_to_the_target() {
+    rebuild_writes_only_to_target(Level::Raid10, 6, 83);
+}
