@@ -497,7 +497,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         let end = lba.saturating_add(blocks);
         let mut i = 0;
         while let Some(r) = self.bad.get(i).copied() {
-            let r_end = r.lba + u64::from(r.blocks);
+            let r_end = r.lba.saturating_add(u64::from(r.blocks));
             if r.lun != lun || r_end <= lba || r.lba >= end {
                 i += 1;
                 continue;
