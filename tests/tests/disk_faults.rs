@@ -5,12 +5,15 @@
 //! every assertion message), the faults are injected at chosen places, and nothing depends on
 //! time.
 
-use raidcore::format::LUN_BLOCK;
+use raidcore::event::Event;
+use raidcore::format::{LUN_BLOCK, ROOT_SLOTS, SLOT_BYTES};
 use raidcore::pool::{Health, ImportOptions, IoError, Pool, PoolConfig};
 use raidcore::raid::{Column, DiskState, Level};
-use raidcore_hal::{BlockDevice, BlockSize};
+use raidcore_hal::{BlockDevice, BlockSize, ErrorKind};
 use raidcore_sim::disk::MemDisk;
-use raidcore_sim::fault::{Fault, FaultConfig, FaultHandle, FaultyDisk, PendingFate};
+use raidcore_sim::fault::{
+    EventKind, Fault, FaultConfig, FaultHandle, FaultyDisk, PendingFate, TransientKind,
+};
 
 type FPool = Pool<FaultyDisk<MemDisk>, Vec<u8>, 8, 4, 32, 8>;
 
@@ -88,6 +91,23 @@ fn build(
     (pool, handles)
 }
 
+/// [`build`], then a LUN "a" of 2000 blocks with `blocks` blocks of generation 0, flushed and
+/// checkpointed.
+fn filled(
+    level: Level,
+    members: usize,
+    spares: usize,
+    seed: u64,
+    volatile: bool,
+    blocks: u64,
+) -> (FPool, Vec<FaultHandle>, u16) {
+    let (mut p, h) = build(level, members, spares, seed, volatile);
+    let lun = p.create_lun("a", 2000).unwrap();
+    fill(&mut p, lun, seed, 0, blocks);
+    p.checkpoint().unwrap();
+    (p, h, lun)
+}
+
 fn fill(pool: &mut FPool, lun: u16, seed: u64, generation: u64, blocks: u64) {
     for i in 0..blocks {
         pool.write(lun, i, &block(seed, generation, i), false)
@@ -98,25 +118,21 @@ fn fill(pool: &mut FPool, lun: u16, seed: u64, generation: u64, blocks: u64) {
 }
 
 fn verify(pool: &mut FPool, lun: u16, seed: u64, generation: u64, blocks: u64, what: &str) {
-    let mut buf = vec![0u8; LUN_BLOCK];
-    for i in 0..blocks {
-        pool.read(lun, i, &mut buf)
-            .unwrap_or_else(|e| panic!("seed {seed}, {what}: read of block {i}: {e:?}"));
-        assert!(
-            buf == block(seed, generation, i),
-            "seed {seed}, {what}: block {i} reads back wrong data"
-        );
-    }
+    verify_lost(pool, lun, seed, generation, blocks, &[], what);
 }
 
-/// Runs maintenance until it reports nothing left to do; returns the number of calls.
-fn run_to_idle(pool: &mut FPool, seed: u64) -> u32 {
-    for n in 1..=100_000 {
+/// Runs maintenance until it reports nothing left to do; returns the pool events of the run
+/// (read after every call: the event ring is shorter than a rebuild's events).
+fn run_to_idle(pool: &mut FPool, seed: u64) -> Vec<Event> {
+    let mut events = Vec::new();
+    for _ in 0..100_000 {
+        let seq = pool.events().next_seq();
         let rep = pool
             .maintenance()
             .unwrap_or_else(|e| panic!("seed {seed}: maintenance: {e:?}"));
+        events.extend(events_since(pool, seq));
         if rep.idle {
-            return n;
+            return events;
         }
     }
     panic!("seed {seed}: maintenance never became idle");
@@ -199,6 +215,35 @@ fn import(disks: Vec<FaultyDisk<MemDisk>>, level: Level) -> (FPool, raidcore::po
         mem,
     )
     .unwrap_or_else(|e| panic!("import: {e}"))
+}
+
+/// Imports the members of a pool (all present), checking that none is missing or refused.
+fn reimport(members: Vec<Option<FaultyDisk<MemDisk>>>, level: Level, seed: u64) -> FPool {
+    let disks: Vec<_> = members
+        .into_iter()
+        .map(|m| m.expect("member present"))
+        .collect();
+    let (q, report) = import(disks, level);
+    assert_eq!(
+        (report.missing, report.refused.len()),
+        (0, 0),
+        "seed {seed}: {report:?}"
+    );
+    q
+}
+
+/// Cuts the power of every disk of `h` (their volatile caches fare as seeded), restores it and
+/// imports the members (the pool has no spare left).
+fn power_cycle(p: FPool, h: &[FaultHandle], level: Level, seed: u64) -> FPool {
+    for hd in h {
+        hd.inject(Fault::PowerCut);
+    }
+    let (members, spares, _mem) = p.into_parts();
+    assert!(spares.is_empty(), "seed {seed}: spares left");
+    for m in members.iter().flatten() {
+        m.handle().inject(Fault::PowerRestore);
+    }
+    reimport(members.into_iter().collect(), level, seed)
 }
 
 // 1. Scrub twice with no new faults: the second repairs nothing; scrub of a healthy pool
@@ -588,25 +633,7 @@ fn power_cut_case(seed: u64, checkpoint_mid: bool) {
     };
     eprintln!("seed {seed}: cut at {done} of {total} stripes");
     assert!(done < total, "seed {seed}: rebuild finished before the cut");
-    for hd in &h {
-        hd.inject(Fault::PowerCut);
-    }
-    let (members, spares, _mem) = p.into_parts();
-    assert!(spares.is_empty(), "seed {seed}");
-    let disks: Vec<_> = members
-        .into_iter()
-        .map(|m| {
-            let d = m.unwrap();
-            d.handle().inject(Fault::PowerRestore);
-            d
-        })
-        .collect();
-    let (mut q, report) = import(disks, Level::Raid6);
-    assert_eq!(
-        (report.missing, report.refused.len()),
-        (0, 0),
-        "seed {seed}: {report:?}"
-    );
+    let mut q = power_cycle(p, &h, Level::Raid6, seed);
     let st = q.status();
     assert_eq!(
         (st.health, st.disks[3].state),
@@ -678,4 +705,647 @@ fn power_cut_case(seed: u64, checkpoint_mid: bool) {
         blocks,
         "rebuilt member with members 0 and 4 gone",
     );
+}
+
+/// The pool events pushed since event number `seq`.
+fn events_since(pool: &FPool, seq: u64) -> Vec<Event> {
+    pool.events().since(seq).map(|(_, e)| *e).collect()
+}
+
+/// Member blocks of one superblock or root slot.
+const SLOT_BLOCKS: u64 = (SLOT_BYTES / 512) as u64;
+
+/// Member block ranges a pool writes outside the stripes: the two superblock slots and the root
+/// ring (the intent log follows them).
+fn label_area() -> (core::ops::Range<u64>, core::ops::Range<u64>) {
+    (
+        0..2 * SLOT_BLOCKS,
+        2 * SLOT_BLOCKS..(2 + u64::from(ROOT_SLOTS)) * SLOT_BLOCKS,
+    )
+}
+
+// 8. A rebuild writes to its target only. While it runs, no other disk gets a single write.
+//    The call that completes it also records the new membership and writes a checkpoint, as
+//    every membership change and the end of every rebuild do, on all members: allowed there are
+//    exactly the two superblock slots, one root slot and the checkpoint's own log stripes, which
+//    are appended after the log head (blocks that held nothing), never a block that held data.
+//    (A rebuild that meets a medium error on another member also rewrites that block there:
+//    see `medium_errors_during_raid6_rebuild_are_repaired`; none is injected here.)
+fn rebuild_writes_only_to_target(level: Level, members: usize, seed: u64) {
+    let blocks = 600;
+    let target = 1;
+    let (mut p, h, lun) = filled(level, members, 1, seed, false, blocks);
+    p.fail_disk(target).unwrap();
+    let spare = members; // the spare's handle: it now fills slot `target`
+    let before = snapshots(&mut p);
+    let mut calls = 0;
+    let (w, now) = loop {
+        let w: Vec<u64> = h.iter().map(FaultHandle::writes).collect();
+        let rep = p.maintenance().unwrap();
+        calls += 1;
+        let now: Vec<u64> = h.iter().map(FaultHandle::writes).collect();
+        if p.status().rebuild.is_none() {
+            break (w, now);
+        }
+        for i in (0..h.len()).filter(|&i| i != spare) {
+            assert_eq!(
+                now[i], w[i],
+                "seed {seed}: maintenance call {calls} ({rep:?}) wrote to disk {i} during the rebuild of slot {target}"
+            );
+        }
+        // One write of a whole strip per rebuilt stripe.
+        assert!(
+            rep.rebuilt_stripes > 0 && now[spare] - w[spare] == rep.rebuilt_stripes,
+            "seed {seed}: call {calls}: {rep:?}, {} writes to the target",
+            now[spare] - w[spare]
+        );
+    };
+    assert!(calls > 2, "seed {seed}: rebuild done in {calls} calls");
+    assert_eq!(p.status().health, Health::Online, "seed {seed}");
+    // The completing call.
+    let after = snapshots(&mut p);
+    let geo = *p.array().geometry();
+    let data_start = geo.data_start_lba();
+    let (supers, roots) = label_area();
+    let mut checkpoint_stripes = std::collections::BTreeSet::new();
+    let mut root_written = None;
+    for slot in (0..members).filter(|&s| s != target) {
+        let changed = diff_blocks(&before[slot], &after[slot]);
+        let (labels, data): (Vec<u64>, Vec<u64>) = changed.iter().partition(|&&l| l < data_start);
+        let (sb, root): (Vec<u64>, Vec<u64>) = labels.iter().partition(|&&l| supers.contains(&l));
+        assert_eq!(
+            sb,
+            vec![supers.start, supers.start + SLOT_BLOCKS],
+            "seed {seed}: member {slot}: superblock blocks changed ({changed:?})"
+        );
+        assert!(
+            root.len() == 1 && roots.contains(&root[0]),
+            "seed {seed}: member {slot}: label blocks changed besides the superblocks: {root:?}"
+        );
+        assert!(
+            root_written.is_none_or(|r| r == root[0]),
+            "seed {seed}: member {slot}: root slot {} vs {root_written:?}",
+            root[0]
+        );
+        root_written = Some(root[0]);
+        assert_eq!(
+            overwritten(&before[slot], &data, data_start),
+            Vec::<u64>::new(),
+            "seed {seed}: member {slot}: the completing call overwrote data blocks ({data:?})"
+        );
+        checkpoint_stripes.extend(data.iter().map(|l| (l - data_start) / geo.strip_blocks()));
+        // One write per changed slot and per checkpoint stripe (counted below once all are known).
+    }
+    assert!(
+        !checkpoint_stripes.is_empty(),
+        "seed {seed}: no checkpoint after the rebuild"
+    );
+    for slot in (0..members).filter(|&s| s != target) {
+        assert_eq!(
+            now[slot] - w[slot],
+            3 + checkpoint_stripes.len() as u64,
+            "seed {seed}: member {slot}: writes of the completing call (checkpoint stripes {checkpoint_stripes:?})"
+        );
+    }
+    // The failed disk, taken out, got nothing.
+    assert_eq!(
+        now[target], w[target],
+        "seed {seed}: the failed disk was written"
+    );
+    verify(&mut p, lun, seed, 0, blocks, "after rebuild");
+}
+
+#[test]
+fn raid5_rebuild_writes_only_to_the_target() {
+    rebuild_writes_only_to_target(Level::Raid5, 4, 81);
+}
+
+#[test]
+fn raid6_rebuild_writes_only_to_the_target() {
+    rebuild_writes_only_to_target(Level::Raid6, 6, 82);
+}
+
+/// A pool of `members` members and one spare filled with `blocks` blocks of generation 0, with
+/// a latent sector error on member block `row` of the strip of each `(stripe, slot)` of
+/// `errors`; then member `target` fails and the spare takes its place. Returns the pool,
+/// the handles, the LUN and the member blocks with errors (slot, block).
+fn medium_errors_then_fail(
+    level: Level,
+    members: usize,
+    seed: u64,
+    blocks: u64,
+    target: usize,
+    errors: &[(u64, usize)],
+    row: u64,
+) -> (FPool, Vec<FaultHandle>, u16, Vec<(usize, u64)>) {
+    let (mut p, h, lun) = filled(level, members, 1, seed, false, blocks);
+    let geo = *p.array().geometry();
+    let bad: Vec<(usize, u64)> = errors
+        .iter()
+        .map(|&(s, slot)| (slot, geo.stripe_lba(s) + row))
+        .collect();
+    for &(slot, lba) in &bad {
+        assert_ne!(
+            slot, target,
+            "seed {seed}: the error must be on another member"
+        );
+        latent_error(&h[slot], lba);
+    }
+    p.fail_disk(target).unwrap();
+    (p, h, lun, bad)
+}
+
+/// A latent sector error on block `lba` of a disk (a write repairs it).
+fn latent_error(h: &FaultHandle, lba: u64) {
+    h.inject(Fault::Medium {
+        lba,
+        blocks: 1,
+        sticky: false,
+    });
+}
+
+/// The events `ev` say each (member slot, block) of `bad` met a medium error and was rewritten,
+/// and the disk no longer has an unreadable block.
+fn assert_medium_repaired(ev: &[Event], h: &[FaultHandle], bad: &[(usize, u64)], seed: u64) {
+    for &(slot, lba) in bad {
+        assert!(
+            ev.contains(&Event::MediumError {
+                disk: slot as u8,
+                lba
+            }),
+            "seed {seed}: no medium error event for member {slot} block {lba}: {ev:?}"
+        );
+        assert!(
+            ev.iter()
+                .any(|e| matches!(e, Event::Repaired { disk, lba: at, blocks }
+                if usize::from(*disk) == slot && *at <= lba && lba < *at + u64::from(*blocks))),
+            "seed {seed}: member {slot} block {lba} not repaired: {ev:?}"
+        );
+        assert_eq!(
+            h[slot].medium_errors(),
+            Vec::<u64>::new(),
+            "seed {seed}: member {slot} still has unreadable blocks"
+        );
+    }
+}
+
+// 9. Latent sector errors met by a rebuild. RAID-6 still has a second redundancy: every block
+//    is rebuilt, and the unreadable block is rewritten from the reconstruction.
+#[test]
+fn medium_errors_during_raid6_rebuild_are_repaired() {
+    let seed = 91;
+    let blocks = 600;
+    let target = 2;
+    let (mut p, h, lun, bad) = medium_errors_then_fail(
+        Level::Raid6,
+        6,
+        seed,
+        blocks,
+        target,
+        &[(20, 0), (45, 3), (70, 5)],
+        3,
+    );
+    assert_eq!(
+        p.status().rebuild.map(|r| r.0),
+        Some(target as u8),
+        "seed {seed}"
+    );
+    let ev = run_to_idle(&mut p, seed);
+    let st = p.status();
+    assert_eq!(
+        (st.health, st.bad_ranges),
+        (Health::Online, 0),
+        "seed {seed}: after rebuild: {st:?}"
+    );
+    assert_medium_repaired(&ev, &h, &bad, seed);
+    for &(slot, _) in &bad {
+        let e = st.disks[slot].errors;
+        assert!(
+            e.medium == 1 && e.repaired >= 1,
+            "seed {seed}: member {slot} counters {e:?}"
+        );
+    }
+    assert!(
+        ev.iter().any(|e| matches!(e, Event::RebuildDone { disk, unrecoverable: 0, .. } if usize::from(*disk) == target)),
+        "seed {seed}: {ev:?}"
+    );
+    assert!(
+        !ev.iter()
+            .any(|e| matches!(e, Event::Unrecoverable { .. } | Event::DiskFailed { .. })),
+        "seed {seed}: {ev:?}"
+    );
+    verify(
+        &mut p,
+        lun,
+        seed,
+        0,
+        blocks,
+        "after rebuild with medium errors",
+    );
+    assert_eq!(
+        scrub(&mut p, seed),
+        (0, 0),
+        "seed {seed}: scrub after rebuild"
+    );
+}
+
+/// LUN blocks on the unrecoverable list.
+fn bad_lbas(pool: &FPool, lun: u16) -> Vec<u64> {
+    pool.bad_ranges()
+        .iter()
+        .filter(|r| r.lun == lun)
+        .flat_map(|r| r.lba..r.lba + u64::from(r.blocks))
+        .collect()
+}
+
+/// Every block of `0..blocks` reads back: an `Unrecoverable` error naming it for the blocks of
+/// `lost` (the buffer untouched: never zeros, never other data), generation `generation`'s data
+/// for the others.
+fn verify_lost(
+    pool: &mut FPool,
+    lun: u16,
+    seed: u64,
+    generation: u64,
+    blocks: u64,
+    lost: &[u64],
+    what: &str,
+) {
+    for i in 0..blocks {
+        let mut buf = vec![0xa5u8; LUN_BLOCK];
+        let r = pool.read(lun, i, &mut buf);
+        if lost.contains(&i) {
+            assert_eq!(
+                r,
+                Err(IoError::Unrecoverable { lun, lba: i }),
+                "seed {seed}, {what}: lost block {i} (zeros: {}, old data: {})",
+                buf.iter().all(|&b| b == 0),
+                buf == block(seed, generation, i)
+            );
+            assert!(
+                buf.iter().all(|&b| b == 0xa5),
+                "seed {seed}, {what}: lost block {i}: the failed read filled the buffer"
+            );
+        } else {
+            r.unwrap_or_else(|e| panic!("seed {seed}, {what}: read of block {i}: {e:?}"));
+            assert!(
+                buf == block(seed, generation, i),
+                "seed {seed}, {what}: block {i} reads back wrong data"
+            );
+        }
+    }
+}
+
+// 10. The same on RAID-5: with one member rebuilding, a latent sector error on another leaves
+//     that stripe without redundancy. The rebuild records the LUN blocks it held as lost, goes
+//     on, and ends; they read as errors (across a restart) until rewritten; all others read.
+#[test]
+fn medium_error_during_raid5_rebuild_reports_the_lost_blocks() {
+    let seed = 101;
+    let blocks = 400;
+    let target = 1;
+    let stripe = 30;
+    let (mut p, h, lun, bad) =
+        medium_errors_then_fail(Level::Raid5, 4, seed, blocks, target, &[(stripe, 3)], 3);
+    // What is truly lost, from the members as they are (the target gone, the error in place):
+    // the blocks a degraded pool cannot read.
+    let (slot, lba) = bad[0];
+    let oracle = {
+        let disks: Vec<_> = (0..4)
+            .filter(|&i| i != target)
+            .map(|i| {
+                let d = faulty(mem_of(&mut p, i).snapshot(), seed ^ i as u64, false);
+                if i == slot {
+                    d.handle().inject(Fault::Medium {
+                        lba,
+                        blocks: 1,
+                        sticky: true,
+                    });
+                }
+                d
+            })
+            .collect();
+        let (mut o, _) = import(disks, Level::Raid5);
+        let mut buf = vec![0u8; LUN_BLOCK];
+        (0..blocks)
+            .filter(|&i| o.read(lun, i, &mut buf).is_err())
+            .collect::<Vec<u64>>()
+    };
+    let ev = run_to_idle(&mut p, seed);
+    let st = p.status();
+    assert_eq!(
+        (st.health, st.rebuild),
+        (Health::Online, None),
+        "seed {seed}: after rebuild: {st:?}"
+    );
+    let (slot, lba) = bad[0];
+    assert!(
+        ev.contains(&Event::MediumError {
+            disk: slot as u8,
+            lba
+        }),
+        "seed {seed}: {ev:?}"
+    );
+    assert!(
+        ev.contains(&Event::Unrecoverable { stripe }),
+        "seed {seed}: {ev:?}"
+    );
+    assert!(
+        ev.iter().any(|e| matches!(e, Event::RebuildDone { disk, unrecoverable: 1, .. } if usize::from(*disk) == target)),
+        "seed {seed}: {ev:?}"
+    );
+    let lost = bad_lbas(&p, lun);
+    eprintln!("seed {seed}: lost {lost:?}, ranges {:?}", p.bad_ranges());
+    assert!(!lost.is_empty(), "seed {seed}: nothing reported lost");
+    assert_eq!(
+        lost, oracle,
+        "seed {seed}: reported lost vs unreadable when degraded"
+    );
+    verify_lost(&mut p, lun, seed, 0, blocks, &lost, "after rebuild");
+    // The rebuild is over: more maintenance does nothing.
+    let rep = p.maintenance().unwrap();
+    assert!(rep.idle && rep.rebuilt_stripes == 0, "seed {seed}: {rep:?}");
+
+    // Export and import: the list is kept.
+    let ranges = p.bad_ranges().to_vec();
+    let (members, spares, _) = p.shutdown().unwrap();
+    assert!(spares.is_empty(), "seed {seed}");
+    let mut q = reimport(members.into_iter().collect(), Level::Raid5, seed);
+    assert_eq!(q.bad_ranges(), &ranges[..], "seed {seed}: after import");
+    let lun = q.lun_by_name("a").unwrap();
+    verify_lost(&mut q, lun, seed, 0, blocks, &lost, "after import");
+
+    // A client rewrites one in the middle: it reads the new data; the others stay lost.
+    let mid = lost[lost.len() / 2];
+    q.write(lun, mid, &block(seed, 1, mid), false).unwrap();
+    q.flush().unwrap();
+    let mut buf = vec![0u8; LUN_BLOCK];
+    q.read(lun, mid, &mut buf)
+        .unwrap_or_else(|e| panic!("seed {seed}: rewritten block {mid}: {e:?}"));
+    assert!(
+        buf == block(seed, 1, mid),
+        "seed {seed}: rewritten block {mid}"
+    );
+    let rest: Vec<u64> = lost.iter().copied().filter(|&i| i != mid).collect();
+    assert_eq!(
+        bad_lbas(&q, lun),
+        rest,
+        "seed {seed}: after rewriting block {mid}"
+    );
+    for &i in &rest {
+        assert_eq!(
+            q.read(lun, i, &mut buf),
+            Err(IoError::Unrecoverable { lun, lba: i }),
+            "seed {seed}: block {i} after rewriting block {mid}"
+        );
+    }
+    // Then the rest, one block at a time: they read the new data, nothing is lost any more.
+    for &i in &rest {
+        q.write(lun, i, &block(seed, 1, i), false).unwrap();
+    }
+    q.flush().unwrap();
+    assert_eq!(q.bad_ranges(), &[], "seed {seed}: after rewrite");
+    let check = |q: &mut FPool, what: &str| {
+        let mut buf = vec![0u8; LUN_BLOCK];
+        for i in 0..blocks {
+            q.read(lun, i, &mut buf)
+                .unwrap_or_else(|e| panic!("seed {seed}, {what}: read of block {i}: {e:?}"));
+            let g = u64::from(lost.contains(&i));
+            assert!(buf == block(seed, g, i), "seed {seed}, {what}: block {i}");
+        }
+    };
+    check(&mut q, "after rewrite");
+    let (members, _, _) = q.shutdown().unwrap();
+    let mut r = reimport(members.into_iter().collect(), Level::Raid5, seed);
+    assert_eq!(r.bad_ranges(), &[], "seed {seed}: after rewrite and import");
+    check(&mut r, "after rewrite and import");
+    let _ = h;
+}
+
+// 11. Power cut during a scrub: after import the scrub resumes where its progress was last
+//     checkpointed (without the client checkpointing anything), and completes; what it repaired
+//     before the cut stays repaired, and what lay past the cut is repaired after it.
+#[test]
+fn power_cut_during_scrub_resumes_after_import() {
+    let seed = 111;
+    let blocks = 1500;
+    let (mut p, h, lun) = filled(Level::Raid5, 4, 0, seed, true, blocks);
+    let geo = *p.array().geometry();
+    let st = p.stats();
+    let seg_stripes = st.segment_bytes / geo.stripe_data_bytes() as u64;
+    let used = u64::from(st.segments - st.free_segments);
+    assert!(used >= 4, "seed {seed}: {used} segments used");
+    // Silent corruption in a data column of a stripe in every used segment.
+    let rotted: Vec<u64> = (0..used).map(|seg| seg * seg_stripes + 5).collect();
+    for &s in &rotted {
+        let d = geo.disk_of(s, Column::Data((s % 3) as usize)).unwrap();
+        flip(&mut p, d, geo.stripe_lba(s) + 2, 100 + s as usize);
+    }
+    p.start_scrub();
+    let cut_at = (used / 2) as u32;
+    let mut calls = 0;
+    while p.status().scrub.is_some_and(|(next, _)| next < cut_at) {
+        p.maintenance().unwrap();
+        calls += 1;
+        assert!(calls < 10_000, "seed {seed}: scrub makes no progress");
+    }
+    let (next, total) = p.status().scrub.expect("scrub still running");
+    let repaired = p.status().scrub_repaired;
+    eprintln!(
+        "seed {seed}: cut at segment {next} of {total}, {used} used, {repaired} repaired; rotted stripes {rotted:?} ({seg_stripes} per segment)"
+    );
+    assert!(repaired > 0, "seed {seed}: nothing repaired before the cut");
+    let mut q = power_cycle(p, &h, Level::Raid5, seed);
+    let st = q.status();
+    let (resumed, total2) = st
+        .scrub
+        .unwrap_or_else(|| panic!("seed {seed}: no scrub after import: {st:?}"));
+    eprintln!("seed {seed}: resumed at segment {resumed}");
+    assert!(
+        resumed > 0 && resumed <= next && total2 == total,
+        "seed {seed}: cut at {next} of {total}, resumed at {resumed} of {total2}"
+    );
+    let ev = run_to_idle(&mut q, seed);
+    let st = q.status();
+    assert_eq!(st.scrub, None, "seed {seed}");
+    let done = ev.iter().find_map(|e| match e {
+        Event::ScrubDone {
+            repaired,
+            unrepairable,
+            ..
+        } => Some((*repaired, *unrepairable)),
+        _ => None,
+    });
+    assert!(
+        done.is_some_and(|(r, u)| r > 0 && u == 0),
+        "seed {seed}: resumed scrub: {done:?}"
+    );
+    // Before reading anything (reads heal too): a second scrub finds nothing left.
+    assert_eq!(scrub(&mut q, seed), (0, 0), "seed {seed}: second scrub");
+    verify(&mut q, lun, seed, 0, blocks, "after resumed scrub");
+}
+
+/// A pool whose member `flaky` fails its next `ops` operations with a transport error while the
+/// client writes `blocks` blocks (and flushes); returns the pool, the handles, the LUN and the
+/// pool events of the writes.
+fn transient_during_writes(
+    level: Level,
+    members: usize,
+    spares: usize,
+    seed: u64,
+    blocks: u64,
+    flaky: usize,
+    ops: u64,
+) -> (FPool, Vec<FaultHandle>, u16, Vec<Event>) {
+    let (mut p, h) = build(level, members, spares, seed, false);
+    let lun = p.create_lun("a", 2000).unwrap();
+    let seq = p.events().next_seq();
+    h[flaky].inject(Fault::Transient {
+        kind: TransientKind::Transport,
+        ops,
+    });
+    fill(&mut p, lun, seed, 0, blocks);
+    let ev = events_since(&p, seq);
+    let seen = h[flaky]
+        .events()
+        .iter()
+        .filter(|e| matches!(e.kind, EventKind::Transient(_)))
+        .count() as u64;
+    assert_eq!(
+        seen, ops,
+        "seed {seed}: transient errors returned by member {flaky}"
+    );
+    (p, h, lun, ev)
+}
+
+// 12. A member write that fails transiently is retried; when the retry succeeds an event says
+//     so and the stripe keeps its full redundancy: another member can fail and every block
+//     still reads.
+#[test]
+fn transient_write_failure_is_retried_and_the_stripe_keeps_its_redundancy() {
+    let seed = 121;
+    let blocks = 400;
+    let flaky = 2;
+    let (mut p, h, lun, ev) = transient_during_writes(Level::Raid5, 4, 0, seed, blocks, flaky, 1);
+    assert!(
+        ev.contains(&Event::RetrySucceeded {
+            disk: flaky as u8,
+            write: true
+        }),
+        "seed {seed}: {ev:?}"
+    );
+    assert!(
+        !ev.iter().any(|e| matches!(e, Event::DiskFailed { .. })),
+        "seed {seed}: {ev:?}"
+    );
+    let st = p.status();
+    assert_eq!(st.health, Health::Online, "seed {seed}");
+    let e = st.disks[flaky].errors;
+    assert_eq!((e.transient, e.write), (1, 0), "seed {seed}: {e:?}");
+    // Every stripe agrees with its parity (the flaky member holds every strip it was sent)...
+    assert_eq!(
+        scrub(&mut p, seed),
+        (0, 0),
+        "seed {seed}: scrub after the retried write"
+    );
+    // ... and another member fails: its data comes from the strips the flaky member holds.
+    h[0].inject(Fault::Fail);
+    p.fail_disk(0).unwrap();
+    assert_eq!(p.status().health, Health::Degraded, "seed {seed}");
+    verify(
+        &mut p,
+        lun,
+        seed,
+        0,
+        blocks,
+        "member 0 failed after a retried write on member 2",
+    );
+}
+
+// 13. When the retries run out too, the member is failed (an event says so): no stripe is left
+//     believing it holds a strip it does not. A spare takes its place; after the rebuild any two
+//     other members of the RAID-6 pool can fail and every block still reads.
+#[test]
+fn transient_write_failure_past_the_retries_fails_the_member() {
+    let seed = 131;
+    let blocks = 400;
+    let flaky = 2;
+    let ops = u64::from(raidcore::raid::ArrayConfig::default().retries) + 1;
+    let (mut p, h, lun, ev) = transient_during_writes(Level::Raid6, 6, 1, seed, blocks, flaky, ops);
+    assert!(
+        ev.contains(&Event::DiskFailed {
+            disk: flaky as u8,
+            kind: ErrorKind::Transport
+        }),
+        "seed {seed}: {ev:?}"
+    );
+    assert!(
+        ev.contains(&Event::SpareTaken { disk: flaky as u8 }),
+        "seed {seed}: {ev:?}"
+    );
+    verify(&mut p, lun, seed, 0, blocks, "member 2 failed by a write");
+    run_to_idle(&mut p, seed);
+    assert_eq!(p.status().health, Health::Online, "seed {seed}");
+    for gone in [0, 4] {
+        h[gone].inject(Fault::Fail);
+        p.fail_disk(gone).unwrap();
+    }
+    assert_eq!(p.status().health, Health::Degraded, "seed {seed}");
+    verify(
+        &mut p,
+        lun,
+        seed,
+        0,
+        blocks,
+        "members 0 and 4 failed after the rebuild",
+    );
+}
+
+// 14. A latent sector error in a parity column is found and repaired by a scrub (no client
+//     read ever touches parity): afterwards the block reads, and the pool survives losing the
+//     level's tolerance of other members.
+#[test]
+fn scrub_repairs_a_medium_error_in_a_parity_column() {
+    let seed = 141;
+    let blocks = 400;
+    let (mut p, h, lun) = filled(Level::Raid6, 6, 0, seed, false, blocks);
+    let geo = *p.array().geometry();
+    let mut bad = Vec::new();
+    for (stripe, col) in [(20, Column::P), (40, Column::Q)] {
+        let slot = geo.disk_of(stripe, col).unwrap();
+        let lba = geo.stripe_lba(stripe) + 5;
+        latent_error(&h[slot], lba);
+        bad.push((slot, lba));
+    }
+    p.start_scrub();
+    let ev = run_to_idle(&mut p, seed);
+    let st = p.status();
+    assert_eq!(
+        (st.scrub_repaired > 0, st.scrub_unrepairable),
+        (true, 0),
+        "seed {seed}: scrub: {st:?}"
+    );
+    assert_medium_repaired(&ev, &h, &bad, seed);
+    assert_eq!(scrub(&mut p, seed), (0, 0), "seed {seed}: second scrub");
+    // Two other members go: the repaired parity is what reconstructs their data.
+    let gone: Vec<usize> = (0..6)
+        .filter(|d| bad.iter().all(|b| b.0 != *d))
+        .take(2)
+        .collect();
+    for &g in &gone {
+        h[g].inject(Fault::Fail);
+        p.fail_disk(g).unwrap();
+    }
+    verify(
+        &mut p,
+        lun,
+        seed,
+        0,
+        blocks,
+        &format!("members {gone:?} failed"),
+    );
+}
+
+#[test]
+fn raid10_rebuild_writes_only_to_the_target() {
+    rebuild_writes_only_to_target(Level::Raid10, 6, 83);
 }

@@ -21,8 +21,9 @@ use heapless::Vec;
 use raidcore_hal::BlockDevice;
 
 use crate::format::{
-    self, BlockPtr, HEADER_BYTES, ITEM_ALIGN, ItemHeader, ItemKind, LogCursor, LunRecord, MapEntry,
-    ROOT_MAGIC, ROOT_SLOTS, Root, SEG_ENTRY_BYTES, SLOT_BYTES, SegEntry, SegState, round_up,
+    self, BadRange, BlockPtr, HEADER_BYTES, ITEM_ALIGN, ItemHeader, ItemKind, LogCursor, LunRecord,
+    MapEntry, ROOT_MAGIC, ROOT_SLOTS, Root, SEG_ENTRY_BYTES, SLOT_BYTES, SegEntry, SegState,
+    round_up,
 };
 use crate::log::Expect;
 use crate::pool::IoError;
@@ -168,6 +169,9 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             return Err(IoError::Faulted);
         }
         self.root_gen = root.root_gen;
+        if let Some(sc) = self.scrub.as_mut() {
+            sc.saved = Some(sc.next_segment);
+        }
         self.log.reserved = reserved;
         self.log.res_idx = 0;
         self.table_ptrs = [lun_ptr, sut_ptr, bad_ptr];
@@ -494,11 +498,51 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
     }
 
     /// Drops LBAs from the unrecoverable list once they are rewritten or trimmed.
+    ///
+    /// Only the rewritten blocks leave the list: a range they cover in part is trimmed (or split
+    /// in two) to the blocks still lost. Dropping only ranges covered whole made a client that
+    /// rewrites a lost range block by block (4 KiB writes, the usual case) read errors for the
+    /// data it had just written, until a restart replayed the coalesced extent.
     pub(crate) fn forget_bad(&mut self, lun: u16, lba: u64, blocks: u64) {
-        let end = lba + blocks;
-        // A partial overlap keeps the range (conservative: still reads as an error).
-        self.bad
-            .retain(|r| !(r.lun == lun && r.lba >= lba && r.lba + u64::from(r.blocks) <= end));
+        let end = lba.saturating_add(blocks);
+        let mut i = 0;
+        while let Some(r) = self.bad.get(i).copied() {
+            let r_end = r.lba.saturating_add(u64::from(r.blocks));
+            if r.lun != lun || r_end <= lba || r.lba >= end {
+                i += 1;
+                continue;
+            }
+            let head = (r.lba < lba).then(|| BadRange {
+                lun,
+                lba: r.lba,
+                blocks: (lba - r.lba) as u32,
+            });
+            let tail = (r_end > end).then(|| BadRange {
+                lun,
+                lba: end,
+                blocks: (r_end - end) as u32,
+            });
+            match (head, tail) {
+                (Some(h), Some(t)) => {
+                    if let Some(x) = self.bad.get_mut(i) {
+                        *x = h;
+                    }
+                    // With the list full the tail goes unlisted: its extent's checksum still
+                    // keeps its blocks from reading back as anything but their data or an error.
+                    let _ = self.bad.push(t);
+                    i += 1;
+                }
+                (Some(x), None) | (None, Some(x)) => {
+                    if let Some(y) = self.bad.get_mut(i) {
+                        *y = x;
+                    }
+                    i += 1;
+                }
+                (None, None) => {
+                    self.bad.swap_remove(i);
+                }
+            }
+        }
     }
 
     /// Loads the tables a root points at into the state; false if any is unreadable.
@@ -578,6 +622,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
                 stripes: 0,
                 repaired: sc.repaired,
                 unrepairable: sc.unrepairable,
+                saved: Some(sc.next_segment),
             });
         }
     }
@@ -652,8 +697,9 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
                 seg_end
             };
             let mut a = from;
+            let mut walked = None;
             while a < to {
-                let (repaired, _) = self.scrub_stripe(b, a / sdb, false)?;
+                let (repaired, _) = self.scrub_stripe(b, a / sdb, &mut walked, false)?;
                 if repaired > 0 {
                     resynced += 1;
                 }

@@ -28,7 +28,7 @@ use raidcore_hal::BlockDevice;
 use crate::format::{HEADER_BYTES, ROOT_SLOTS, SECTOR, SLOT_BYTES, ZilHeader};
 use crate::pool::IoError;
 use crate::pool::state::{Bufs, State};
-use crate::raid::DiskState;
+use crate::raid::{DiskSet, DiskState};
 
 /// Records one stripe may collect before a flush seals it instead.
 pub(crate) const MAX_RECORDS_PER_STRIPE: u32 = 32;
@@ -90,6 +90,8 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         }
         let zil_slots = self.conf.layout.zil_slots;
         let copies = self.zil_copies();
+        // The members each record of this call reached.
+        let mut reached: Vec<DiskSet, { MAX_RECORDS_PER_STRIPE as usize }> = Vec::new();
         let mut off = from;
         while off < fill {
             let len = chunk_max.min(fill - off);
@@ -152,10 +154,12 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
                 .copy_from_slice(payload);
             self.zil_record_seq += 1;
             let mut written = 0;
+            let mut on = DiskSet::EMPTY;
             for &(d, start) in &chosen {
                 let lba = self.zil_lba(start);
                 if self.array.disk_write(d, lba, rec).is_ok() {
                     written += 1;
+                    on = on.with(d);
                     self.counters.zil_bytes += total as u64;
                     if let Some(r) = self.zil.get_mut(d) {
                         let waste = if start == 0 && r.head != 0 {
@@ -173,11 +177,19 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
                 return Ok(false);
             }
             self.log.zil_records += 1;
+            let _ = reached.push(on);
             off += len;
         }
-        // The records must be durable before the flush is acknowledged.
-        self.array.flush();
+        // The records must be durable before the flush is acknowledged: each on at least one
+        // member whose cache flush succeeded. (The durable set used to be ignored, so a power
+        // cut between the record writes and the flush acknowledged a flush whose records were
+        // all still in volatile caches, when a hot spare taking a failed slot kept the pool
+        // from counting as faulted.) Otherwise the caller seals the stripe instead.
+        let durable = self.array.flush();
         self.after_membership_change()?;
+        if reached.iter().any(|on| (on.0 & durable.0) == 0) {
+            return Ok(false);
+        }
         self.log.zil_done = self.log.fill;
         Ok(true)
     }

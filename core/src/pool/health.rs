@@ -337,11 +337,12 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             let seg = sc.next_segment;
             if b.seg(seg).state != SegState::Free {
                 let first = u64::from(seg) * seg_stripes;
+                let mut walked = None;
                 for s in first..first + seg_stripes {
                     if !self.stripe_in_use(b, s) {
                         continue;
                     }
-                    let (rep, unrep) = self.scrub_stripe(b, s, true)?;
+                    let (rep, unrep) = self.scrub_stripe(b, s, &mut walked, true)?;
                     sc.repaired += rep;
                     sc.unrepairable += unrep;
                     sc.stripes += 1;
@@ -363,25 +364,106 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             });
             self.checkpoint(b)?;
         } else {
+            // The pass checkpoints its own progress (at its first step, then every quarter of
+            // the segments): a scrub of an idle pool otherwise reached no root, so a power cut
+            // forgot it, and lost its repairs, still in the members' write caches. The
+            // checkpoint flushes before its root names the cursor, so every repair behind a
+            // saved cursor is durable.
+            let every = (self.segments() / 4).max(1);
+            let due = sc
+                .saved
+                .is_none_or(|s| sc.next_segment >= s.saturating_add(every));
             self.scrub = Some(sc);
+            if due {
+                self.checkpoint(b)?;
+            }
         }
         Ok(done)
     }
 
     /// Verifies one stripe; repairs a member the check names, or parity when the data checks.
-    /// `blame`: count a checksum error against the members rewritten (not after a torn write,
-    /// where no disk did anything wrong). Returns blocks repaired and blocks left unrepairable.
+    /// `walked`: where an item walk of the stripe's segment reached, once one was made for an
+    /// unreadable member (one walk per segment heals every item in it). `blame`: count a
+    /// checksum error against the members rewritten (not after a torn write, where no disk did
+    /// anything wrong). Returns blocks repaired and blocks left unrepairable.
     pub(crate) fn scrub_stripe(
         &mut self,
         b: &mut Bufs,
         s: u64,
+        walked: &mut Option<u64>,
         blame: bool,
     ) -> Result<(u64, u64), IoError> {
-        let rep = self
+        let mut rep = self
             .array
             .verify_stripe(s, b.log.scratch)
             .map_err(IoError::Device)?;
-        if rep.consistent() && rep.read_errors.is_empty() {
+        let blocks = (self.geo().strip_bytes() / self.geo().block_bytes()) as u64;
+        let strip = self.geo().strip_bytes();
+        // Members in sync whose strip could not be read (a latent sector error): the check
+        // skipped their column (and, on parity levels, the parity), and the item walk reads
+        // only data columns that hold items, so a bad block in a parity or padding column used
+        // to stay until a rebuild met it with one redundancy fewer. Rewrite the strip from the
+        // other members, but only from checked data: first the item walk (checksums heal the
+        // data columns), then, on mirrors, only when the readable copies agree.
+        let mut fixed = 0;
+        if !self.unreadable_in_sync(rep.unreadable).is_empty() {
+            let stripe_end = (s + 1) * self.sdb() as u64;
+            let seg = self.seg_of(s * self.sdb() as u64);
+            let reached = if let Some(r) = *walked {
+                r
+            } else {
+                let (_, _, r) = self.scrub_items(b, seg)?;
+                *walked = Some(r);
+                r
+            };
+            rep = self
+                .array
+                .verify_stripe(s, b.log.scratch)
+                .map_err(IoError::Device)?;
+            let unreadable = self.unreadable_in_sync(rep.unreadable);
+            if !unreadable.is_empty() {
+                let mirror = matches!(self.geo().level(), Level::Raid1 | Level::Raid10);
+                if reached < stripe_end || (mirror && !rep.consistent()) {
+                    return Ok((0, blocks));
+                }
+                let before = self.array.stats().repair_bytes_written;
+                let res = self.array.repair(s, 0, strip, unreadable, b.log.scratch);
+                self.counters.repair_bytes += self.array.stats().repair_bytes_written - before;
+                if res.is_err() {
+                    return Ok((0, blocks));
+                }
+                fixed = blocks * unreadable.len() as u64;
+                rep = self
+                    .array
+                    .verify_stripe(s, b.log.scratch)
+                    .map_err(IoError::Device)?;
+            }
+        }
+        let (rep_blocks, lost) = self.check_stripe(b, s, &rep, blame)?;
+        Ok((fixed + rep_blocks, lost))
+    }
+
+    /// The members of `set` that are in sync (online, present).
+    fn unreadable_in_sync(&self, set: DiskSet) -> DiskSet {
+        set.iter()
+            .filter(|&d| {
+                self.array
+                    .member(d)
+                    .is_some_and(|m| m.is_present() && m.state() == DiskState::Online)
+            })
+            .fold(DiskSet::EMPTY, DiskSet::with)
+    }
+
+    /// The rest of [`Self::scrub_stripe`]: what `rep` says of stripe `s` once every member in
+    /// sync was readable.
+    fn check_stripe(
+        &mut self,
+        b: &mut Bufs,
+        s: u64,
+        rep: &crate::raid::VerifyReport,
+        blame: bool,
+    ) -> Result<(u64, u64), IoError> {
+        if rep.consistent() {
             return Ok((0, 0));
         }
         let blocks = (self.geo().strip_bytes() / self.geo().block_bytes()) as u64;
@@ -395,17 +477,10 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             .array
             .verify_stripe(s, b.log.scratch)
             .map_err(IoError::Device)?;
-        if again.consistent() && again.read_errors.is_empty() {
+        if again.consistent() {
             return Ok((blocks, 0));
         }
-        let fix = if !again.read_errors.is_empty() {
-            // Blocks no read returns (a latent sector error in parity, or in data no live item
-            // covers, which the item walk never reads): rewrite them from the other columns, as
-            // md's "check" does, before a second fault in this stripe makes them data loss.
-            // With a column missing the rest cannot be cross-checked; the item walk above has
-            // checked (and healed) the data by its checksums.
-            again.read_errors
-        } else if again.suspects.is_empty() {
+        let fix = if again.suspects.is_empty() {
             if reached < stripe_end {
                 // Items of this stripe went unchecked: the data may be what is wrong, and
                 // parity rewritten from it would make the damage permanent.
@@ -452,10 +527,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         if fix.is_empty() {
             return Ok((0, blocks));
         }
-        for d in fix
-            .iter()
-            .filter(|&d| blame && !again.read_errors.contains(d))
-        {
+        for d in fix.iter().filter(|_| blame) {
             self.array.note_checksum_error(d);
         }
         let before = self.array.stats().repair_bytes_written;
@@ -579,6 +651,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             stripes: 0,
             repaired: 0,
             unrepairable: 0,
+            saved: None,
         });
     }
 

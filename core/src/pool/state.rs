@@ -297,6 +297,8 @@ pub(crate) struct Scrub {
     pub stripes: u64,
     pub repaired: u64,
     pub unrepairable: u64,
+    /// The cursor the newest root holds (`None`: no root knows of this pass yet).
+    pub saved: Option<u32>,
 }
 
 /// Everything but the arena.

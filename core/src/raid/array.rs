@@ -241,10 +241,6 @@ pub struct VerifyReport {
     /// Members that could not be read (missing, failed or unreadable blocks), whose columns
     /// were therefore not checked.
     pub unreadable: DiskSet,
-    /// The members of `unreadable` that are in sync for this stripe but whose read failed
-    /// (latent sector errors, transport errors past the retries): their strips need rewriting
-    /// from the others, or the stripe runs with less redundancy than its level promises.
-    pub read_errors: DiskSet,
 }
 
 impl VerifyReport {
@@ -1050,12 +1046,10 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
                 if rep.unreadable.contains(d) {
                     continue;
                 }
-                let in_sync = self.readable(d, stripe);
-                if !(in_sync && matches!(self.dev_read(d, at, slot), IoOutcome::Ok)) {
+                let ok =
+                    self.readable(d, stripe) && matches!(self.dev_read(d, at, slot), IoOutcome::Ok);
+                if !ok {
                     rep.unreadable = rep.unreadable.with(d);
-                    if in_sync {
-                        rep.read_errors = rep.read_errors.with(d);
-                    }
                 }
             }
             let chunk_suspect: Option<Option<usize>> = match geo.level() {
@@ -1147,13 +1141,6 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
         }
         if let Some(Some(d)) = suspect_votes {
             rep.suspects = DiskSet::one(d);
-        }
-        // A read that failed the member (device failed, too many errors) is a rebuild's business,
-        // not a repair's.
-        for d in rep.read_errors.iter() {
-            if !self.readable(d, stripe) {
-                rep.read_errors = rep.read_errors.without(d);
-            }
         }
         Ok(rep)
     }

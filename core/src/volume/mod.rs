@@ -400,11 +400,9 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             );
             return Ok(());
         }
-        if self
-            .bad
-            .iter()
-            .any(|r| r.lun == lun && lba >= r.lba && lba < r.lba + u64::from(r.blocks))
-        {
+        if self.bad.iter().any(|r| {
+            r.lun == lun && lba >= r.lba && lba < r.lba.saturating_add(u64::from(r.blocks))
+        }) {
             return Err(IoError::Unrecoverable { lun, lba });
         }
         let e = self.map_get(b, lun, lba)?;
