@@ -638,9 +638,16 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         // Reopen the log at the end, so pass 2 can append (evicted map pages) after it.
         let sdb = self.sdb();
         self.log.stripe_addr = end.stripe_addr;
-        self.log.stripe_seq = end.stripe_seq;
+        // Sequence numbers jump past every number an item or stripe (intent-log records) written
+        // before the crash could carry beyond the end just found: items the crash cut off still
+        // lie past that end, and once the log has come round to their address again one would
+        // pass every check of the next roll-forward (pool, address, CRC, the expected sequence
+        // number) and bring back a write this recovery dropped. Only the root's reserved
+        // segments can hold them, at most one item per ITEM_ALIGN bytes.
+        let gap = root.reserved.len() as u64 * self.segment_bytes() / ITEM_ALIGN as u64 + 1;
+        self.log.stripe_seq = end.stripe_seq + gap;
         self.log.fill = (end.addr - end.stripe_addr) as usize;
-        self.log.next_item_seq = end.next_item_seq;
+        self.log.next_item_seq = end.next_item_seq + gap;
         self.log.res_idx = end.res_idx;
         self.log.zil_done = 0;
         self.log.zil_records = 0;
