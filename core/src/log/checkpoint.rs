@@ -645,9 +645,9 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         // number) and bring back a write this recovery dropped. Only the root's reserved
         // segments can hold them, at most one item per ITEM_ALIGN bytes.
         let gap = root.reserved.len() as u64 * self.segment_bytes() / ITEM_ALIGN as u64 + 1;
-        self.log.stripe_seq = end.stripe_seq + gap;
+        self.log.stripe_seq = end.stripe_seq.saturating_add(gap);
         self.log.fill = (end.addr - end.stripe_addr) as usize;
-        self.log.next_item_seq = end.next_item_seq + gap;
+        self.log.next_item_seq = end.next_item_seq.saturating_add(gap);
         self.log.res_idx = end.res_idx;
         self.log.zil_done = 0;
         self.log.zil_records = 0;

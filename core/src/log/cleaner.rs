@@ -126,7 +126,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             if self.log.res_idx >= half {
                 self.checkpoint(b)?;
             }
-            let Some(h) = self.cleaner_header(b, cursor, (end - cursor) as usize) else {
+            let Some((h, _, _)) = self.find_header(b, cursor, (end - cursor) as usize, None) else {
                 break;
             };
             match h.kind {
@@ -155,10 +155,6 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             cursor += h.item_bytes() as u64;
         }
         Ok(())
-    }
-
-    fn cleaner_header(&mut self, b: &mut Bufs, addr: u64, room: usize) -> Option<ItemHeader> {
-        self.find_header(b, addr, room, None).map(|(h, _, _)| h)
     }
 
     fn relocate_extent(&mut self, b: &mut Bufs, h: &ItemHeader) -> Result<(), IoError> {

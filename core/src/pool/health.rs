@@ -500,15 +500,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
                         let Some(d) = geo.disk_of(s, Column::Mirror { data: strip, copy }) else {
                             continue;
                         };
-                        let readable = self.array.member(d).is_some_and(|m| {
-                            m.is_present()
-                                && match m.state() {
-                                    DiskState::Online => true,
-                                    DiskState::Rebuilding => s < m.rebuilt_below(),
-                                    DiskState::Failed => false,
-                                }
-                        });
-                        if readable && !core::mem::take(&mut first) {
+                        if self.array.readable(d, s) && !core::mem::take(&mut first) {
                             set = set.with(d);
                         }
                     }

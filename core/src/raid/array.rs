@@ -442,7 +442,10 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
         }
     }
 
-    fn readable(&self, disk: Slot, stripe: u64) -> bool {
+    /// Whether member `disk` holds current data for `stripe`: present, and online or rebuilt
+    /// past it. Reads use such members only.
+    #[must_use]
+    pub fn readable(&self, disk: usize, stripe: u64) -> bool {
         self.members.get(disk).is_some_and(|m| {
             m.disk.is_some()
                 && match m.state {
