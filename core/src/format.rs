@@ -28,7 +28,7 @@ use crate::raid::{DiskState, Geometry};
 
 /// Format version written by this code; others are refused on import.
 /// (2: a rebuild cursor names the disk it belongs to.)
-pub const FORMAT_VERSION: u16 = 2;
+pub const FORMAT_VERSION: u16 = 3;
 /// Magic of a superblock ("RCSUPER1").
 pub const SUPER_MAGIC: u64 = u64::from_le_bytes(*b"RCSUPER1");
 /// Magic of a checkpoint root ("RCROOT01").
@@ -716,7 +716,7 @@ pub fn decode_lun_table<const L: usize>(b: &[u8]) -> Result<Vec<LunRecord, L>, F
 }
 
 /// Bytes of one segment usage table entry.
-pub const SEG_ENTRY_BYTES: usize = 8;
+pub const SEG_ENTRY_BYTES: usize = 16;
 
 /// State of a segment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -731,7 +731,7 @@ pub enum SegState {
     Pending(u32),
 }
 
-/// One segment usage table entry: live bytes and state.
+/// One segment usage table entry: live bytes, state, and where its current use began.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct SegEntry {
@@ -739,10 +739,22 @@ pub struct SegEntry {
     pub live: u32,
     /// Its state.
     pub state: SegState,
+    /// Sequence number of the first item the log wrote in the segment since it last left the
+    /// free list (0: not known). An item found there with a lower number is a leftover of an
+    /// earlier use, which a member that lost a write still shows (its header and CRC check),
+    /// so walks over the segment's items reject it and rebuild the column instead.
+    pub first_seq: u64,
 }
 
 impl SegEntry {
-    /// Encodes into 8 bytes at `out[at..]`.
+    /// A free segment's entry.
+    pub const FREE: SegEntry = SegEntry {
+        live: 0,
+        state: SegState::Free,
+        first_seq: 0,
+    };
+
+    /// Encodes into [`SEG_ENTRY_BYTES`] bytes at `out[at..]`.
     pub fn encode(&self, out: &mut [u8], at: usize) {
         let tag: u32 = match self.state {
             SegState::Free => 0,
@@ -751,9 +763,10 @@ impl SegEntry {
         };
         put(out, at, &self.live.to_le_bytes());
         put(out, at + 4, &tag.to_le_bytes());
+        put(out, at + 8, &self.first_seq.to_le_bytes());
     }
 
-    /// Decodes 8 bytes at `b[at..]`.
+    /// Decodes [`SEG_ENTRY_BYTES`] bytes at `b[at..]` (missing bytes read as zeros).
     pub fn decode(b: &[u8], at: usize) -> Self {
         let tag = get_u32(b, at + 4);
         let state = match tag {
@@ -765,6 +778,7 @@ impl SegEntry {
         SegEntry {
             live: get_u32(b, at),
             state,
+            first_seq: get_u64(b, at + 8),
         }
     }
 }
@@ -1042,26 +1056,29 @@ mod tests {
         z.encode(&mut b).unwrap();
         assert_eq!(ZilHeader::decode(&b, 1 << 20), Ok(z));
         assert_eq!(ZilHeader::decode(&b, 100), Err(FormatError::Bounds));
-        let mut s = [0u8; 24];
+        let mut s = [0u8; 3 * SEG_ENTRY_BYTES];
         for (i, e) in [
             SegEntry {
                 live: 5,
                 state: SegState::Free,
+                first_seq: 0,
             },
             SegEntry {
                 live: u32::MAX,
                 state: SegState::Used,
+                first_seq: u64::MAX,
             },
             SegEntry {
                 live: 0,
                 state: SegState::Pending(77),
+                first_seq: 1 << 40,
             },
         ]
         .iter()
         .enumerate()
         {
-            e.encode(&mut s, i * 8);
-            assert_eq!(SegEntry::decode(&s, i * 8), *e);
+            e.encode(&mut s, i * SEG_ENTRY_BYTES);
+            assert_eq!(SegEntry::decode(&s, i * SEG_ENTRY_BYTES), *e);
         }
     }
 

@@ -103,7 +103,7 @@ pub fn check_decoders(input: &[u8]) -> Result<(), String> {
             return Err(format!("map entry round trip: {e:?} -> {back:?}"));
         }
         let s = SegEntry::decode(input, at);
-        let mut out = [0u8; 8];
+        let mut out = [0u8; raidcore::format::SEG_ENTRY_BYTES];
         s.encode(&mut out, 0);
         let back = SegEntry::decode(&out, 0);
         if back != s {

@@ -1,13 +1,11 @@
-//! Open bug (fault campaign, seed 695 shrunk; it fails since scrubs checkpoint their progress,
-//! which moved the log): RAID-6, a write lost on member 1 (silent), member 5 failed by hand and
-//! a spare rebuilding it while a scrub runs. Observed: the rebuild rebuilt stripe 0 onto the
-//! spare; the scrub's RAID-6 syndrome then named member 0 as the single suspect of stripe 0 and
-//! rewrote its strip; afterwards the item at log address 0 fails its CRC with every exclusion
-//! the read tries, so a block reads "data lost" within tolerance. Likely cause: the rebuild
-//! reconstructs from the other members without checking the items' CRCs, so a stale column
-//! (member 1) makes the rebuilt one wrong too, and with two wrong columns the syndrome's single
-//! suspect is bogus. A rebuild that checks each stripe with the redundancy left, or a scrub that
-//! confirms a syndrome suspect by the CRCs before rewriting it, would fix it.
+//! Fault campaign, seed 695 (shrunk): RAID-6, a write lost on member 1 (silent), member 5
+//! failed by hand and a spare rebuilding it while a scrub runs. The lost write left member 1
+//! with an item of the segment's previous use at log address 0, whose header and CRC both
+//! check, so item walks took it for the live one. The rebuild reconstructed member 5 from that
+//! stale column, leaving two wrong columns in stripe 0; the scrub's syndrome then rewrote Q to
+//! match, and LUN 1 LBA 8 read "data lost" within tolerance. Fixed by recording in the segment
+//! table the sequence number each segment's use began with (walks reject older items and
+//! rebuild the column) and by a rebuild checking each segment's items before rebuilding it.
 
 use raidcore_tests::assert_history_passes;
 
@@ -29,7 +27,6 @@ maintenance calls=3
 ";
 
 #[test]
-#[ignore = "open bug: rebuild copies a silently stale column into the spare, then scrub misnames the bad member"]
 fn rebuild_and_scrub_keep_data_after_a_lost_write_within_tolerance() {
     assert_history_passes(SEED_695);
 }

@@ -25,7 +25,7 @@ use crate::format::{
     MapEntry, ROOT_MAGIC, ROOT_SLOTS, Root, SEG_ENTRY_BYTES, SLOT_BYTES, SegEntry, SegState,
     round_up,
 };
-use crate::log::Expect;
+use crate::log::{Expect, SeqRule};
 use crate::pool::IoError;
 use crate::pool::state::{Bufs, State, seg_account};
 use crate::raid::{DiskSet, DiskState};
@@ -83,6 +83,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
                     SegEntry {
                         live: 0,
                         state: SegState::Pending(generation),
+                        first_seq: 0,
                     },
                 );
             }
@@ -190,13 +191,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             if let SegState::Pending(g) = b.seg(s).state
                 && self.root_gen >= u64::from(g) + 2
             {
-                b.set_seg(
-                    s,
-                    SegEntry {
-                        live: 0,
-                        state: SegState::Free,
-                    },
-                );
+                b.set_seg(s, SegEntry::FREE);
             }
         }
     }
@@ -315,7 +310,8 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
                     asm.stripe = cursor;
                 }
                 if apply {
-                    let _ = self.mark_used.push_back(next);
+                    // Its first item is the one expected next.
+                    let _ = self.mark_used.push_back((next, seq));
                     self.apply_mark_used(b.sut);
                 }
                 continue;
@@ -450,7 +446,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         seq: u64,
         room: usize,
     ) -> Option<(ItemHeader, usize)> {
-        let (h, off, rebuilt) = self.find_header(b, addr, room, Some(seq))?;
+        let (h, off, rebuilt) = self.find_header(b, addr, room, SeqRule::Exact(seq))?;
         self.recovery_healed |= rebuilt;
         Some((h, off))
     }
@@ -664,7 +660,8 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         // Segments the log went through are in use.
         for i in 0..=end.res_idx {
             if let Some(&s) = root.reserved.get(i) {
-                let _ = self.mark_used.push_back(s);
+                // (Pass 2 records where each entered segment's use began.)
+                let _ = self.mark_used.push_back((s, 0));
                 self.apply_mark_used(b.sut);
             }
         }

@@ -82,6 +82,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
                 SegEntry {
                     live: 0,
                     state: SegState::Pending(self.root_gen as u32),
+                    first_seq: 0,
                 },
             );
             return Ok(true);
@@ -93,6 +94,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
                 SegEntry {
                     live: 0,
                     state: SegState::Pending(self.root_gen as u32),
+                    first_seq: 0,
                 },
             );
         } else if self.cleaned.push(seg).is_err() {
@@ -120,15 +122,17 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         let start = self.seg_start(seg);
         let end = start + self.segment_bytes();
         let mut cursor = start;
+        let mut rule = self.walk_rule(b, seg);
         while cursor < end {
             // Keep the log's own reserve: a checkpoint renews the reserved segments.
             let half = (usize::from(self.cfg.reserved_segments) / 2).max(1);
             if self.log.res_idx >= half {
                 self.checkpoint(b)?;
             }
-            let Some((h, _, _)) = self.find_header(b, cursor, (end - cursor) as usize, None) else {
+            let Some((h, _, _)) = self.find_header(b, cursor, (end - cursor) as usize, rule) else {
                 break;
             };
+            rule = rule.after(h.seq);
             match h.kind {
                 ItemKind::Extent => self.relocate_extent(b, &h)?,
                 ItemKind::MapPage => {

@@ -108,7 +108,9 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             self.raw_cache.clear();
             self.log.res_idx += 1;
             self.log.stripe_addr = self.seg_start(next);
-            self.mark_used.push_back(next).ok();
+            self.mark_used
+                .push_back((next, self.log.next_item_seq))
+                .ok();
         }
     }
 
@@ -218,12 +220,17 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
 
     /// Segments the log entered are used from now on.
     pub(crate) fn apply_mark_used(&mut self, sut: &mut [u8]) {
-        while let Some(seg) = self.mark_used.pop_front() {
+        while let Some((seg, first_seq)) = self.mark_used.pop_front() {
             let at = seg as usize * crate::format::SEG_ENTRY_BYTES;
             let e = SegEntry::decode(sut, at);
             SegEntry {
                 live: e.live,
                 state: SegState::Used,
+                first_seq: if first_seq == 0 {
+                    e.first_seq
+                } else {
+                    first_seq
+                },
             }
             .encode(sut, at);
         }
@@ -357,8 +364,8 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
     }
 
     /// The header of the item at log address `addr`, with at most `room` bytes to the end of
-    /// its segment: it must decode, carry this pool's tag and its own address, fit, and (when
-    /// given) have sequence number `seq`. Read plainly first, then with each
+    /// its segment: it must decode, carry this pool's tag and its own address, fit, and have a
+    /// sequence number `seq` accepts. Read plainly first, then with each
     /// [`suspect_set`](Self::suspect_set) rebuilt from redundancy. Returns the header, where it
     /// starts in `b.item`, and whether a rebuild was needed.
     pub(crate) fn find_header(
@@ -366,7 +373,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         b: &mut Bufs,
         addr: u64,
         room: usize,
-        seq: Option<u64>,
+        seq: SeqRule,
     ) -> Option<(ItemHeader, usize, bool)> {
         let mut k = 0;
         while let Some(ex) = self.suspect_set(k) {
@@ -381,12 +388,22 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
                 && h.pool == self.conf.pool_tag
                 && h.addr == addr
                 && h.item_bytes() <= room
-                && seq.is_none_or(|s| h.seq == s)
+                && match seq {
+                    SeqRule::Exact(s) => h.seq == s,
+                    SeqRule::AtLeast(s) => h.seq >= s,
+                }
             {
                 return Some((h, off, k > 1));
             }
         }
         None
+    }
+
+    /// The sequence-number rule for the first item of a walk over segment `seg` from its
+    /// start: at least the number its current use began with. After each item found, the
+    /// next must carry a higher number ([`SeqRule::after`]).
+    pub(crate) fn walk_rule(&self, b: &Bufs, seg: u32) -> SeqRule {
+        SeqRule::AtLeast(b.seg(seg).first_seq)
     }
 
     /// Reads and checks the item at `ptr` into `b.item`; returns its header and the offset of
@@ -516,5 +533,25 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             self.on_members_failed()?;
         }
         Ok(())
+    }
+}
+
+/// Which sequence numbers an item header found by `find_header` may carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SeqRule {
+    /// Exactly this one (roll-forward, which knows the next number).
+    Exact(u64),
+    /// This one or higher (walks over a segment: items of one use ascend, and a member that
+    /// lost a write still shows an older use's item, whose header and CRC check).
+    AtLeast(u64),
+}
+
+impl SeqRule {
+    /// The rule for the item after one numbered `seq` in the same walk.
+    pub(crate) fn after(self, seq: u64) -> SeqRule {
+        match self {
+            SeqRule::Exact(_) => SeqRule::Exact(seq.saturating_add(1)),
+            SeqRule::AtLeast(s) => SeqRule::AtLeast(s.max(seq.saturating_add(1))),
+        }
     }
 }

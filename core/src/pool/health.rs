@@ -171,6 +171,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             unrecoverable: 0,
             stripes_total: 0,
             last_permille: 0,
+            walked: None,
         });
         self.array.events_mut().push(Event::RebuildStarted { disk });
     }
@@ -210,7 +211,16 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         while r.next_stripe < stripes && done < u64::from(budget) {
             let s = r.next_stripe;
             if self.stripe_in_use(b, s) {
-                // The open stripe is in memory, not on the members: nothing to rebuild yet.
+                // Check the segment's items by their CRCs first, which heals a silently stale
+                // column (a lost or misdirected write) from the redundancy left: the rebuild
+                // reconstructs from whatever the other members hold, and would otherwise copy
+                // the stale column's error into the new member, two wrong columns where
+                // redundancy allowed one (campaign seed 695).
+                let seg = self.seg_of(s * self.sdb() as u64);
+                if r.walked != Some(seg) {
+                    self.scrub_items(b, seg)?;
+                    r.walked = Some(seg);
+                }
                 let before = self.array.stats().repair_bytes_written;
                 match self.array.rebuild_stripe(s, r.disk as usize, b.log.scratch) {
                     Ok(()) => {}
@@ -292,10 +302,12 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         let seg = self.seg_of(lo);
         let mut cursor = self.seg_start(seg);
         let end = cursor + self.segment_bytes();
+        let mut rule = self.walk_rule(b, seg);
         while cursor < end && cursor < hi {
-            let Some((h, _, _)) = self.find_header(b, cursor, (end - cursor) as usize, None) else {
+            let Some((h, _, _)) = self.find_header(b, cursor, (end - cursor) as usize, rule) else {
                 break;
             };
+            rule = rule.after(h.seq);
             let item_end = cursor + h.item_bytes() as u64;
             if h.kind == ItemKind::Extent && item_end > lo {
                 let mut first = None;
@@ -547,15 +559,17 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         let mut cursor = start;
         let before = self.array.stats().repair_bytes_written;
         let mut lost = 0u64;
+        let mut rule = self.walk_rule(b, seg);
         while cursor < end {
             // A damaged header: reconstruct it without each member in turn (the item read then
             // finds and heals the bad column).
             let Some(h) = self
-                .find_header(b, cursor, (end - cursor) as usize, None)
+                .find_header(b, cursor, (end - cursor) as usize, rule)
                 .map(|(h, _, _)| h)
             else {
                 break;
             };
+            rule = rule.after(h.seq);
             if matches!(h.kind, ItemKind::Extent | ItemKind::MapPage) {
                 let ptr = crate::format::BlockPtr {
                     addr: cursor,
@@ -567,7 +581,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
                     lun: Some(h.lun),
                     lba: None,
                     level: None,
-                    seq: None,
+                    seq: Some(h.seq),
                 };
                 if self.load_item(b, ptr, expect).is_err() {
                     lost += u64::from(h.blocks.max(1));

@@ -581,13 +581,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         b.sut.fill(0);
         b.log.stripe.fill(0);
         for s in 0..layout.segments {
-            b.set_seg(
-                s,
-                SegEntry {
-                    live: 0,
-                    state: SegState::Free,
-                },
-            );
+            b.set_seg(s, SegEntry::FREE);
         }
         // The log starts in segment 0 with the first reserved segments.
         for s in 0..u32::from(cfg.reserved_segments).min(layout.segments) {
@@ -598,6 +592,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             SegEntry {
                 live: 0,
                 state: SegState::Used,
+                first_seq: st.log.next_item_seq,
             },
         );
         st.write_config().map_err(OpenError::Io)?;

@@ -288,6 +288,9 @@ pub(crate) struct Rebuild {
     /// Stripes the rebuild has to visit (live segments only), for progress reports.
     pub stripes_total: u64,
     pub last_permille: u16,
+    /// The segment whose items were last checked ahead of rebuilding its stripes (in memory
+    /// only: a resumed rebuild checks its first segment again).
+    pub walked: Option<u32>,
 }
 
 /// A scrub in progress.
@@ -329,8 +332,9 @@ pub(crate) struct State<D, const N: usize, const L: usize, const P: usize, const
     pub scrub: Option<Scrub>,
     pub table: lz4_flex::block::CompressTable,
     /// Segments the log entered whose table entries must become `Used` (applied when the
-    /// table is at hand).
-    pub mark_used: heapless::Deque<u32, 4>,
+    /// table is at hand), each with the sequence number of its first item (0: keep the one
+    /// recorded).
+    pub mark_used: heapless::Deque<(u32, u64), 4>,
     /// Verified intent-log records of the stripe open at the last crash (import only).
     pub zil_refs: Vec<crate::log::zil::ZilRef, { crate::log::zil::ZIL_REFS }>,
     /// Membership states as the superblocks record them.
