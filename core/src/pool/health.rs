@@ -418,7 +418,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         // other members, but only from checked data: first the item walk (checksums heal the
         // data columns), then, on mirrors, only when the readable copies agree.
         let mut fixed = 0;
-        if !self.unreadable_in_sync(rep.unreadable).is_empty() {
+        if !self.unreadable_in_sync(s, rep.unreadable).is_empty() {
             let stripe_end = (s + 1) * self.sdb() as u64;
             let seg = self.seg_of(s * self.sdb() as u64);
             let reached = if let Some(r) = *walked {
@@ -432,7 +432,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
                 .array
                 .verify_stripe(s, b.log.scratch)
                 .map_err(IoError::Device)?;
-            let unreadable = self.unreadable_in_sync(rep.unreadable);
+            let unreadable = self.unreadable_in_sync(s, rep.unreadable);
             if !unreadable.is_empty() {
                 let mirror = matches!(self.geo().level(), Level::Raid1 | Level::Raid10);
                 if reached < stripe_end || (mirror && !rep.consistent()) {
@@ -455,14 +455,12 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         Ok((fixed + rep_blocks, lost))
     }
 
-    /// The members of `set` that are in sync (online, present).
-    fn unreadable_in_sync(&self, set: DiskSet) -> DiskSet {
+    /// The members of `set` that hold current data for stripe `s` (online, or rebuilt past
+    /// it), so their unreadable strip is a latent sector error to repair, not a strip still
+    /// waiting for the rebuild.
+    fn unreadable_in_sync(&self, s: u64, set: DiskSet) -> DiskSet {
         set.iter()
-            .filter(|&d| {
-                self.array
-                    .member(d)
-                    .is_some_and(|m| m.is_present() && m.state() == DiskState::Online)
-            })
+            .filter(|&d| self.array.readable(d, s))
             .fold(DiskSet::EMPTY, DiskSet::with)
     }
 
