@@ -94,9 +94,10 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
     State<D, N, L, P, S>
 {
     pub(crate) fn health(&self) -> Health {
+        // Members out of sync, not members failed: a hot spare that took a failed member's
+        // slot holds none of its data until rebuilt.
         let out = self.array.not_in_sync().len();
-        let failed = self.array.failed().len();
-        if self.faulted || failed > self.geo().tolerance() {
+        if self.faulted || out > self.geo().tolerance() {
             Health::Faulted
         } else if out > 0 {
             Health::Degraded
@@ -109,6 +110,12 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
     /// rebuilds, record the new membership (generation + 1) on every disk.
     pub(crate) fn on_members_failed(&mut self) -> Result<(), IoError> {
         let before = self.health();
+        // More members out of sync than the level tolerates: the data is gone, and a spare
+        // taken now would only make the failed slot look present (RAID-0 used to "rebuild"
+        // onto a blank spare and keep serving; campaign seed 9112).
+        if self.array.not_in_sync().len() > self.geo().tolerance() {
+            self.faulted = true;
+        }
         for slot in 0..self.geo().disks() {
             let now_failed = self
                 .array
@@ -119,6 +126,9 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             }
             if self.rebuild.is_some_and(|r| r.disk as usize == slot) {
                 self.rebuild = None;
+            }
+            if self.faulted {
+                continue;
             }
             let Some(spare) = self.spares.pop() else {
                 continue;
@@ -138,6 +148,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         }
         // A second rebuild target waits for the first (it stays `Rebuilding` with cursor 0).
         if self.rebuild.is_none()
+            && !self.faulted
             && let Some(d) = (0..self.geo().disks()).find(|&d| {
                 self.array
                     .member(d)
@@ -150,7 +161,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
                 .map_or(0, crate::raid::Member::rebuilt_below);
             self.start_rebuild_at(d as u8, below);
         }
-        if self.array.failed().len() > self.geo().tolerance() {
+        if self.array.not_in_sync().len() > self.geo().tolerance() {
             self.faulted = true;
         }
         let after = self.health();

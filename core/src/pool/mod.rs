@@ -997,7 +997,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
     /// Refuses I/O on a faulted pool; writes a checkpoint when the log has used half its
     /// reserved segments (bounding recovery) or many map pages since the last one.
     fn ready(&mut self) -> Result<(), IoError> {
-        if self.st.faulted || self.st.array.failed().len() > self.st.geo().tolerance() {
+        if self.st.faulted || self.st.array.not_in_sync().len() > self.st.geo().tolerance() {
             self.st.faulted = true;
             return Err(IoError::Faulted);
         }
