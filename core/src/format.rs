@@ -40,8 +40,24 @@ pub const ZIL_MAGIC: u32 = u32::from_le_bytes(*b"RCZL");
 
 /// Size of a label slot (superblock, root, intent-log block), in bytes.
 pub const SLOT_BYTES: usize = 4096;
-/// Label slots before the intent log: two superblocks and the root ring.
+/// Slots of the root ring. The label area before the intent log holds superblock copy A, the
+/// root ring, then superblock copy B ([`superblock_slot`], [`root_slot`]).
 pub const ROOT_SLOTS: u32 = 8;
+
+/// Label slot (in [`SLOT_BYTES`] units from a member's first byte) of superblock copy `copy`
+/// (0 = A, 1 = B). The copies lie apart, on either side of the root ring, so that one run of
+/// unreadable blocks cannot take both (adjacent copies did: two latent sector errors on blocks 7
+/// and 8 of a 512-byte-block disk left no superblock, and import refused a good member).
+#[must_use]
+pub const fn superblock_slot(copy: u32) -> u32 {
+    if copy == 0 { 0 } else { 1 + ROOT_SLOTS }
+}
+
+/// Label slot of root ring entry `i` (taken modulo [`ROOT_SLOTS`]).
+#[must_use]
+pub const fn root_slot(i: u32) -> u32 {
+    1 + i % ROOT_SLOTS
+}
 /// A disk sector, in bytes: the unit intent-log ranges are rounded to, and the least a kept
 /// compression must save.
 pub const SECTOR: usize = 512;

@@ -22,8 +22,8 @@
 use std::sync::OnceLock;
 
 use raidcore::format::{
-    self, BadRange, ITEM_MAGIC, ItemHeader, LUN_BLOCK, LunRecord, MapEntry, ROOT_SLOTS, Root,
-    SLOT_BYTES, SegEntry, Superblock, ZIL_MAGIC, ZilHeader,
+    self, BadRange, ITEM_MAGIC, ItemHeader, LUN_BLOCK, LunRecord, MapEntry, Root, SLOT_BYTES,
+    SegEntry, Superblock, ZIL_MAGIC, ZilHeader,
 };
 use raidcore::pool::{ImportOptions, Pool, PoolConfig};
 use raidcore::raid::Level;
@@ -308,11 +308,11 @@ pub fn check_import(input: &[u8]) -> Result<(), String> {
             // Bytes mixed into a superblock (slot A or B) or a root, then re-framed.
             _ => {
                 strict = false;
-                let slot_lba = if mode == 2 {
-                    (offset as u64 % 2) * 8
+                let slot_lba = 8 * u64::from(if mode == 2 {
+                    format::superblock_slot((offset % 2) as u32)
                 } else {
-                    (2 + offset as u64 % u64::from(ROOT_SLOTS)) * 8
-                };
+                    format::root_slot((offset % 256) as u32)
+                });
                 let mut slot = vec![0u8; SLOT_BYTES];
                 d.read(slot_lba, &mut slot)
                     .map_err(|e| format!("read slot: {e}"))?;

@@ -6,7 +6,7 @@
 //! time.
 
 use raidcore::event::Event;
-use raidcore::format::{LUN_BLOCK, ROOT_SLOTS, SLOT_BYTES};
+use raidcore::format::{LUN_BLOCK, ROOT_SLOTS, SLOT_BYTES, root_slot, superblock_slot};
 use raidcore::pool::{Health, ImportOptions, IoError, Pool, PoolConfig};
 use raidcore::raid::{Column, DiskState, Level};
 use raidcore_hal::{BlockDevice, BlockSize, ErrorKind};
@@ -715,12 +715,13 @@ fn events_since(pool: &FPool, seq: u64) -> Vec<Event> {
 /// Member blocks of one superblock or root slot.
 const SLOT_BLOCKS: u64 = (SLOT_BYTES / 512) as u64;
 
-/// Member block ranges a pool writes outside the stripes: the two superblock slots and the root
-/// ring (the intent log follows them).
-fn label_area() -> (core::ops::Range<u64>, core::ops::Range<u64>) {
+/// Member blocks a pool writes outside the stripes: the first block of each superblock slot, and
+/// the root ring's range (the intent log follows the label area).
+fn label_area() -> ([u64; 2], core::ops::Range<u64>) {
+    let first = |slot: u32| u64::from(slot) * SLOT_BLOCKS;
     (
-        0..2 * SLOT_BLOCKS,
-        2 * SLOT_BLOCKS..(2 + u64::from(ROOT_SLOTS)) * SLOT_BLOCKS,
+        [first(superblock_slot(0)), first(superblock_slot(1))],
+        first(root_slot(0))..first(root_slot(0)) + u64::from(ROOT_SLOTS) * SLOT_BLOCKS,
     )
 }
 
@@ -772,10 +773,10 @@ fn rebuild_writes_only_to_target(level: Level, members: usize, seed: u64) {
     for slot in (0..members).filter(|&s| s != target) {
         let changed = diff_blocks(&before[slot], &after[slot]);
         let (labels, data): (Vec<u64>, Vec<u64>) = changed.iter().partition(|&&l| l < data_start);
-        let (sb, root): (Vec<u64>, Vec<u64>) = labels.iter().partition(|&&l| supers.contains(&l));
+        let (sb, root): (Vec<u64>, Vec<u64>) = labels.iter().partition(|&&l| !roots.contains(&l));
         assert_eq!(
             sb,
-            vec![supers.start, supers.start + SLOT_BLOCKS],
+            supers.to_vec(),
             "seed {seed}: member {slot}: superblock blocks changed ({changed:?})"
         );
         assert!(

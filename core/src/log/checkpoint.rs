@@ -57,7 +57,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
     /// Member block of root ring slot `i`.
     pub(crate) fn root_lba(&self, i: u32) -> u64 {
         let per = (SLOT_BYTES / self.geo().block_bytes()) as u64;
-        (2 + u64::from(i % ROOT_SLOTS)) * per
+        u64::from(format::root_slot(i)) * per
     }
 
     /// Writes a checkpoint (see the module docs).

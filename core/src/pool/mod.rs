@@ -402,9 +402,10 @@ pub fn read_superblock<D: BlockDevice>(disk: &mut D) -> Result<Superblock, OpenE
     let mut best: Option<Superblock> = None;
     let mut version = None;
     for i in 0..2 {
+        let lba = u64::from(format::superblock_slot(i)) * per;
         let mut attempt = 0;
         let read = loop {
-            match disk.read(i * per, &mut slot) {
+            match disk.read(lba, &mut slot) {
                 Err(e) if e.kind().is_retryable() && attempt < retries => attempt += 1,
                 r => break r,
             }
@@ -1362,7 +1363,8 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         };
         let per = (SLOT_BYTES / self.geo().block_bytes()) as u64;
         let mut slot = [0u8; SLOT_BYTES];
-        for copy in 0..2u64 {
+        for copy in 0..2u32 {
+            let lba = u64::from(format::superblock_slot(copy)) * per;
             for i in 0..self.geo().disks() {
                 let Some(m) = members.get(i) else { continue };
                 if m.state == DiskState::Failed {
@@ -1371,7 +1373,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
                 sb.disk_guid = m.guid;
                 sb.role = Role::Member(i as u8);
                 sb.encode(&mut slot).map_err(IoError::Corrupt)?;
-                if self.array.disk_write(i, copy * per, &slot).is_ok() {
+                if self.array.disk_write(i, lba, &slot).is_ok() {
                     self.counters.label_bytes += SLOT_BYTES as u64;
                 }
             }
@@ -1383,7 +1385,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
                 sb.role = Role::Spare;
                 sb.encode(&mut slot).map_err(IoError::Corrupt)?;
                 if let Some(s) = self.spares.get_mut(si) {
-                    let _ = s.disk.write(copy * per, &slot);
+                    let _ = s.disk.write(lba, &slot);
                     let _ = s.disk.flush();
                 }
             }
