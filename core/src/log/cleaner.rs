@@ -12,6 +12,7 @@
 use raidcore_hal::BlockDevice;
 
 use crate::format::{FANOUT, ItemHeader, ItemKind, LUN_BLOCK, MapEntry, SegEntry, SegState};
+use crate::log::SeqRule;
 use crate::pool::IoError;
 use crate::pool::state::{Bufs, PageKey, State};
 use crate::volume::Writer;
@@ -122,7 +123,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         let start = self.seg_start(seg);
         let end = start + self.segment_bytes();
         let mut cursor = start;
-        let mut rule = self.walk_rule(b, seg);
+        let mut rule = SeqRule::walk(b, seg);
         while cursor < end {
             // Keep the log's own reserve: a checkpoint renews the reserved segments.
             let half = (usize::from(self.cfg.reserved_segments) / 2).max(1);

@@ -399,13 +399,6 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         None
     }
 
-    /// The sequence-number rule for the first item of a walk over segment `seg` from its
-    /// start: at least the number its current use began with. After each item found, the
-    /// next must carry a higher number ([`SeqRule::after`]).
-    pub(crate) fn walk_rule(&self, b: &Bufs, seg: u32) -> SeqRule {
-        SeqRule::AtLeast(b.seg(seg).first_seq)
-    }
-
     /// Reads and checks the item at `ptr` into `b.item`; returns its header and the offset of
     /// its payload in `b.item`. Repairs members whose data failed the checks (self-healing).
     pub(crate) fn load_item(
@@ -547,6 +540,13 @@ pub(crate) enum SeqRule {
 }
 
 impl SeqRule {
+    /// The rule for the first item of a walk over segment `seg` from its start: at least the
+    /// number its current use began with. After each item found, the next must carry a higher
+    /// number ([`SeqRule::after`]).
+    pub(crate) fn walk(b: &Bufs, seg: u32) -> SeqRule {
+        SeqRule::AtLeast(b.seg(seg).first_seq)
+    }
+
     /// The rule for the item after one numbered `seq` in the same walk.
     pub(crate) fn after(self, seq: u64) -> SeqRule {
         match self {

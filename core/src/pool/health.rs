@@ -14,7 +14,7 @@ use super::state::{Bufs, Rebuild, Scrub, Spare, State};
 use super::{IoError, Pool};
 use crate::event::Event;
 use crate::format::{BadRange, ItemKind, SegState};
-use crate::log::Expect;
+use crate::log::{Expect, SeqRule};
 use crate::raid::{ArrayError, Column, DiskErrors, DiskSet, DiskState, Level};
 
 /// Pool health, as `zpool status` says it.
@@ -313,7 +313,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         let seg = self.seg_of(lo);
         let mut cursor = self.seg_start(seg);
         let end = cursor + self.segment_bytes();
-        let mut rule = self.walk_rule(b, seg);
+        let mut rule = SeqRule::walk(b, seg);
         while cursor < end && cursor < hi {
             let Some((h, _, _)) = self.find_header(b, cursor, (end - cursor) as usize, rule) else {
                 break;
@@ -568,7 +568,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         let mut cursor = start;
         let before = self.array.stats().repair_bytes_written;
         let mut lost = 0u64;
-        let mut rule = self.walk_rule(b, seg);
+        let mut rule = SeqRule::walk(b, seg);
         while cursor < end {
             // A damaged header: reconstruct it without each member in turn (the item read then
             // finds and heals the bad column).
