@@ -19,7 +19,7 @@
 //! was open at the crash, those bytes patch what the members hold there; items in it then check
 //! like any other. Records of older stripes (lower sequence numbers) are ignored.
 //!
-//! Each member keeps a ring of `zil_slots` 4 KiB slots after its root ring. A flush with many
+//! Each member keeps a ring of `zil_slots` 4 KiB slots after its label slots (superblock A, the root ring, superblock B). A flush with many
 //! records per stripe or a full ring seals the stripe instead (pad + full-stripe write).
 
 use heapless::Vec;
