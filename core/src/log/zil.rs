@@ -19,8 +19,9 @@
 //! was open at the crash, those bytes patch what the members hold there; items in it then check
 //! like any other. Records of older stripes (lower sequence numbers) are ignored.
 //!
-//! Each member keeps a ring of `zil_slots` 4 KiB slots after its label slots (superblock A, the root ring, superblock B). A flush with many
-//! records per stripe or a full ring seals the stripe instead (pad + full-stripe write).
+//! Each member keeps a ring of `zil_slots` 4 KiB slots after its label slots (superblock A, the
+//! root ring, superblock B). A flush with many records per stripe or a full ring seals the
+//! stripe instead (pad + full-stripe write).
 
 use heapless::Vec;
 use raidcore_hal::BlockDevice;
