@@ -556,6 +556,11 @@ impl Sim {
                                 at,
                                 format!("delete_lun({}) failed within tolerance: {e}", l.id),
                             ));
+                        } else {
+                            // Beyond tolerance a failed delete may have taken effect in memory
+                            // (its checkpoint failed, not its unmapping): the LUN is no longer
+                            // owed, like one missing after an import beyond tolerance.
+                            self.model.remove_lun(l.id);
                         }
                     }
                 }
