@@ -277,6 +277,15 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             }
         }
         if r.next_stripe >= stripes {
+            // The rebuilt strips must be durable before a superblock names the member online:
+            // one reached a medium ahead of the last strips, still in the member's write cache
+            // at a power cut, and import trusted the member (campaign seed 6007).
+            let durable = self.array.flush();
+            if !durable.contains(r.disk as usize) {
+                self.rebuild = Some(r);
+                self.after_membership_change()?;
+                return Ok(done);
+            }
             self.rebuild = None;
             let _ = self.array.set_online(r.disk as usize);
             self.array.events_mut().push(Event::RebuildDone {
