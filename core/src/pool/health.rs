@@ -530,10 +530,20 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
                 }
             }
         } else {
-            for c in [Column::P, Column::Q] {
-                if let Some(d) = geo.disk_of(s, c) {
-                    redundancy = redundancy.with(d);
-                }
+            // With a member missing (RAID-6), reads rebuild its column from P (a data
+            // column) or from the data (P or Q), so the data they check agrees with P
+            // whenever P is there: Q is the one to rewrite, and rewriting both would
+            // leave three columns to reconstruct.
+            let readable = |c| geo.disk_of(s, c).filter(|&d| self.array.readable(d, s));
+            let degraded = (0..geo.disks()).any(|d| !self.array.readable(d, s));
+            let q = readable(Column::Q);
+            if let Some(d) = q {
+                redundancy = redundancy.with(d);
+            }
+            if let Some(d) = readable(Column::P)
+                && !(degraded && q.is_some())
+            {
+                redundancy = redundancy.with(d);
             }
         }
         let fix = if again.suspects.is_empty() {
