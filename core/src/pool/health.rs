@@ -17,6 +17,20 @@ use crate::format::{BadRange, ItemKind, SegState};
 use crate::log::{Expect, SeqRule};
 use crate::raid::{ArrayError, Column, DiskErrors, DiskSet, DiskState, Level};
 
+/// What an item walk over a segment ([`State::scrub_items`]) found.
+#[derive(Debug, Clone, Copy)]
+struct Walk {
+    /// Member blocks rewritten by the items' repairs.
+    repaired: u64,
+    /// Blocks of extents and map pages that no reconstruction made check.
+    lost: u64,
+    /// The log address the walk reached: items past it were not checked (a header that no
+    /// reconstruction makes valid stops the walk).
+    reached: u64,
+    /// An item overlapping the range the caller watched did not check.
+    lost_in_range: bool,
+}
+
 /// Pool health, as `zpool status` says it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -229,7 +243,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
                 // redundancy allowed one (campaign seed 695).
                 let seg = self.seg_of(s * self.sdb() as u64);
                 if r.walked != Some(seg) {
-                    self.scrub_items(b, seg)?;
+                    self.scrub_items(b, seg, None)?;
                     r.walked = Some(seg);
                 }
                 let before = self.array.stats().repair_bytes_written;
@@ -380,9 +394,9 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
                     sc.stripes += 1;
                     done += 1;
                 }
-                let (rep, unrep, _) = self.scrub_items(b, seg)?;
-                sc.repaired += rep;
-                sc.unrepairable += unrep;
+                let walk = self.scrub_items(b, seg, None)?;
+                sc.repaired += walk.repaired;
+                sc.unrepairable += walk.lost;
             }
             sc.next_segment += 1;
         }
@@ -444,7 +458,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             let reached = if let Some(r) = *walked {
                 r
             } else {
-                let (_, _, r) = self.scrub_items(b, seg)?;
+                let r = self.scrub_items(b, seg, None)?.reached;
                 *walked = Some(r);
                 r
             };
@@ -500,9 +514,10 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         let strip = self.geo().strip_bytes();
         // Let the data's checksums decide first: reading every item of the stripe heals data
         // columns whose content fails its CRC.
-        let stripe_end = (s + 1) * self.sdb() as u64;
-        let seg = self.seg_of(s * self.sdb() as u64);
-        let (_, _, reached) = self.scrub_items(b, seg)?;
+        let stripe_lo = s * self.sdb() as u64;
+        let stripe_end = stripe_lo + self.sdb() as u64;
+        let seg = self.seg_of(stripe_lo);
+        let walk = self.scrub_items(b, seg, Some((stripe_lo, stripe_end)))?;
         let again = self
             .array
             .verify_stripe(s, b.log.scratch)
@@ -510,39 +525,61 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         if again.consistent() {
             return Ok((blocks, 0));
         }
+        // Every item of the stripe was read and checked: the data as reads take it (data
+        // columns; on mirrors each strip's first readable copy) is right, so only the
+        // redundancy may be rewritten.
+        let checked = walk.reached >= stripe_end && !walk.lost_in_range;
+        let geo = *self.geo();
+        let mut redundancy = DiskSet::EMPTY;
+        if matches!(geo.level(), Level::Raid1 | Level::Raid10) {
+            // Copies that disagree with no majority (a torn mirror write, two-way
+            // mirrors): reads take each strip's first readable copy, and the item walk
+            // has just checked (or healed) every live item through it, so it is the one
+            // to keep; every other copy is rewritten from it.
+            for strip in 0..geo.data_strips() {
+                let mut first = true;
+                for copy in 0..geo.copies() {
+                    let Some(d) = geo.disk_of(s, Column::Mirror { data: strip, copy }) else {
+                        continue;
+                    };
+                    if self.array.readable(d, s) && !core::mem::take(&mut first) {
+                        redundancy = redundancy.with(d);
+                    }
+                }
+            }
+        } else {
+            // With a member missing (RAID-6), reads rebuild its column from P (a data
+            // column) or from the data (P or Q), so the data they check agrees with P
+            // whenever P is there: Q is the one to rewrite, and rewriting both would
+            // leave three columns to reconstruct.
+            let readable = |c| geo.disk_of(s, c).filter(|&d| self.array.readable(d, s));
+            let degraded = (0..geo.disks()).any(|d| !self.array.readable(d, s));
+            let q = readable(Column::Q);
+            if let Some(d) = q {
+                redundancy = redundancy.with(d);
+            }
+            if let Some(d) = readable(Column::P)
+                && !(degraded && q.is_some())
+            {
+                redundancy = redundancy.with(d);
+            }
+        }
         let fix = if again.suspects.is_empty() {
-            if reached < stripe_end {
+            if !checked {
                 // Items of this stripe went unchecked: the data may be what is wrong, and
                 // parity rewritten from it would make the damage permanent.
                 return Ok((0, blocks));
             }
             // Data checks out: the parity (or a mirror copy) is what is wrong.
-            let geo = *self.geo();
-            let mut set = DiskSet::EMPTY;
-            if matches!(geo.level(), Level::Raid1 | Level::Raid10) {
-                // Copies that disagree with no majority (a torn mirror write, two-way
-                // mirrors): reads take each strip's first readable copy, and the item walk
-                // has just checked (or healed) every live item through it, so it is the one
-                // to keep; every other copy is rewritten from it.
-                for strip in 0..geo.data_strips() {
-                    let mut first = true;
-                    for copy in 0..geo.copies() {
-                        let Some(d) = geo.disk_of(s, Column::Mirror { data: strip, copy }) else {
-                            continue;
-                        };
-                        if self.array.readable(d, s) && !core::mem::take(&mut first) {
-                            set = set.with(d);
-                        }
-                    }
-                }
-            } else {
-                for c in [Column::P, Column::Q] {
-                    if let Some(d) = geo.disk_of(s, c) {
-                        set = set.with(d);
-                    }
-                }
-            }
-            set
+            redundancy
+        } else if checked && again.suspects.iter().any(|d| !redundancy.contains(d)) {
+            // The comparison names a column whose data the walk has just checked: the
+            // others are what is wrong. After a crash a stripe write may have reached one
+            // copy of a mirror and not the other two (the majority is then the stale one),
+            // or the data columns and not P and Q (the syndrome then points at a data column
+            // by chance). Repairing the named column from them destroyed checked data
+            // (campaign seed 6011).
+            redundancy
         } else {
             again.suspects
         };
@@ -564,8 +601,14 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
     /// Reads every live item of a segment, which checks its CRC and heals it from redundancy.
     /// Returns blocks repaired, blocks lost, and the log address the walk reached (items past
     /// it were not checked: a header that no reconstruction makes valid stops the walk).
+    /// `watch`: a log address range; the result says whether an item overlapping it was lost.
     #[allow(clippy::unnecessary_wraps)] // callers treat it like the other steps
-    fn scrub_items(&mut self, b: &mut Bufs, seg: u32) -> Result<(u64, u64, u64), IoError> {
+    fn scrub_items(
+        &mut self,
+        b: &mut Bufs,
+        seg: u32,
+        watch: Option<(u64, u64)>,
+    ) -> Result<Walk, IoError> {
         let start = self.seg_start(seg);
         let mut end = start + self.segment_bytes();
         if self.log.reserved.get(self.log.res_idx) == Some(&seg) {
@@ -577,6 +620,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         let mut cursor = start;
         let before = self.array.stats().repair_bytes_written;
         let mut lost = 0u64;
+        let mut lost_in_range = false;
         let mut rule = SeqRule::walk(b, seg);
         while cursor < end {
             // A damaged header: reconstruct it without each member in turn (the item read then
@@ -588,7 +632,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
                 break;
             };
             rule = rule.after(h.seq);
-            if matches!(h.kind, ItemKind::Extent | ItemKind::MapPage) {
+            if h.kind != ItemKind::Pad {
                 let ptr = crate::format::BlockPtr {
                     addr: cursor,
                     len: h.item_bytes() as u32,
@@ -596,20 +640,29 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
                 };
                 let expect = Expect {
                     kind: h.kind,
-                    lun: Some(h.lun),
+                    lun: None,
                     lba: None,
                     level: None,
                     seq: Some(h.seq),
                 };
                 if self.load_item(b, ptr, expect).is_err() {
-                    lost += u64::from(h.blocks.max(1));
+                    if matches!(h.kind, ItemKind::Extent | ItemKind::MapPage) {
+                        lost += u64::from(h.blocks.max(1));
+                    }
+                    let item_end = cursor + h.item_bytes() as u64;
+                    lost_in_range |= watch.is_some_and(|(lo, hi)| cursor < hi && item_end > lo);
                 }
             }
             cursor += h.item_bytes() as u64;
         }
         let repaired =
             (self.array.stats().repair_bytes_written - before) / self.geo().block_bytes() as u64;
-        Ok((repaired, lost, cursor))
+        Ok(Walk {
+            repaired,
+            lost,
+            reached: cursor,
+            lost_in_range,
+        })
     }
 }
 

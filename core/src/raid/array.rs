@@ -1084,8 +1084,43 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
                                 Some(disk)
                             }
                         }
+                    } else if let Some(missing) = self.lone_missing_column(stripe, rep.unreadable) {
+                        // RAID-6 with one column missing still has one redundancy to check:
+                        // rebuild the missing column (a data strip or P from P, Q from the
+                        // data), then compare the other parity. Which column is wrong cannot
+                        // be told; the pool's checksums decide.
+                        let mut by_disk: Vec<Option<&mut [u8]>, 34> = Vec::new();
+                        for slot in scratch.chunks_exact_mut(chunk).take(n) {
+                            by_disk
+                                .push(slot.get_mut(..clen))
+                                .map_err(|_| ArrayError::OutOfRange)?;
+                        }
+                        let mut cols: Vec<&mut [u8], 34> = Vec::new();
+                        for ci in 0..geo.data_strips() + geo.parity_strips() {
+                            let col = geo.parity_column(ci).ok_or(ArrayError::OutOfRange)?;
+                            let d = geo.disk_of(stripe, col).ok_or(ArrayError::OutOfRange)?;
+                            let c = by_disk
+                                .get_mut(d)
+                                .and_then(Option::take)
+                                .ok_or(ArrayError::ScratchTooSmall)?;
+                            cols.push(c).map_err(|_| ArrayError::OutOfRange)?;
+                        }
+                        parity::reconstruct(&mut cols, scheme, &[missing])
+                            .map_err(|_| ArrayError::Misaligned)?;
+                        let mut ro: Vec<&[u8], 34> = Vec::new();
+                        for c in &cols {
+                            ro.push(&**c).map_err(|_| ArrayError::OutOfRange)?;
+                        }
+                        match parity::check(&ro, scheme).map_err(|_| ArrayError::Misaligned)? {
+                            parity::CheckResult::Consistent => None,
+                            parity::CheckResult::Mismatch { p_bad, q_bad, .. } => {
+                                rep.p_bad |= p_bad;
+                                rep.q_bad |= q_bad;
+                                Some(None)
+                            }
+                        }
                     } else {
-                        // With a column missing, parity can only be checked by the pool's
+                        // With more columns missing, parity can only be checked by the pool's
                         // checksums; nothing more to compare here.
                         None
                     }
@@ -1146,6 +1181,17 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
             rep.suspects = DiskSet::one(d);
         }
         Ok(rep)
+    }
+
+    /// On RAID-6, the parity column index of the only member of `unreadable` (which must hold
+    /// exactly one member).
+    fn lone_missing_column(&self, stripe: u64, unreadable: DiskSet) -> Option<usize> {
+        let geo = self.geo;
+        if geo.level() != Level::Raid6 || unreadable.len() != 1 {
+            return None;
+        }
+        let d = unreadable.iter().next()?;
+        geo.column_of(stripe, d).and_then(|c| geo.parity_index(c))
     }
 
     /// Reads `buf.len()` bytes from member `disk` at member block `lba`, outside the stripe
