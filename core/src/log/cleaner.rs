@@ -126,7 +126,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         while cursor < end {
             // Keep the log's own reserve: a checkpoint renews the reserved segments.
             let half = (usize::from(self.cfg.reserved_segments) / 2).max(1);
-            if self.log.res_idx >= half {
+            if self.log.res_idx >= half || self.window_closing(b) {
                 self.checkpoint(b)?;
             }
             let Some((h, _, _)) = self.find_header(b, cursor, (end - cursor) as usize, rule) else {
