@@ -30,11 +30,32 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
     pub(crate) fn make_room(&mut self, b: &mut Bufs, blocks: u64) -> Result<(), IoError> {
         let _ = blocks;
         let mut stuck = 0;
+        // Cleaning a segment does not always gain one: on a nearly full pool the relocated
+        // bytes, the checkpoints and their padding can take as much as the victims free, and
+        // the cleaner would move the same data from segment to segment forever. It stops after
+        // `segments()` victims in a row that did not raise the count of reclaimed segments
+        // past its best; the best can rise at most `segments()` times, so the work is bounded.
+        let mut best = self.reclaimed_segments(b);
+        let mut idle = 0u32;
         while !self.free_segments_above(b, self.free_threshold()) {
             let pending = !self.cleaned.is_empty()
                 || (0..self.segments()).any(|s| matches!(b.seg(s).state, SegState::Pending(_)));
-            if self.clean_one(b)? {
+            if pending && stuck < 3 && self.reclaimed_segments(b) > self.free_threshold() {
+                // Enough segments are emptied already and become free after two more
+                // checkpoints: cheaper than cleaning more (each victim leaves one pending).
+                self.checkpoint(b)?;
+                stuck += 1;
+                continue;
+            }
+            if idle < self.segments() && self.clean_one(b)? {
                 stuck = 0;
+                let now = self.reclaimed_segments(b);
+                if now > best {
+                    best = now;
+                    idle = 0;
+                } else {
+                    idle += 1;
+                }
                 continue;
             }
             if pending && stuck < 3 {
@@ -50,6 +71,16 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             return Ok(());
         }
         Ok(())
+    }
+
+    /// Segments outside the log's window that are free, pending (free after two more
+    /// checkpoints) or emptied by the cleaner awaiting the checkpoint that makes them pending.
+    fn reclaimed_segments(&self, b: &Bufs) -> u32 {
+        let n = (0..self.segments())
+            .filter(|s| !self.log.reserved.contains(s) && !self.cleaned.contains(s))
+            .filter(|&s| matches!(b.seg(s).state, SegState::Free | SegState::Pending(_)))
+            .count();
+        (n + self.cleaned.len()) as u32
     }
 
     /// Cleans the used segment with the fewest live bytes. Returns false when no segment would
@@ -127,7 +158,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         while cursor < end {
             // Keep the log's own reserve: a checkpoint renews the reserved segments.
             let half = (usize::from(self.cfg.reserved_segments) / 2).max(1);
-            if self.log.res_idx >= half {
+            if self.log.res_idx >= half || self.window_closing(b) {
                 self.checkpoint(b)?;
             }
             let Some((h, _, _)) = self.find_header(b, cursor, (end - cursor) as usize, rule) else {

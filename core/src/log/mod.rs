@@ -114,6 +114,14 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         }
     }
 
+    /// Whether the log writes into the last segment of its window while a checkpoint would
+    /// reserve another (a free segment exists): it must checkpoint before that segment fills,
+    /// or the next append finds no room ([`IoError::LogFull`]). With a window of two segments
+    /// (or fewer, on a nearly full pool) "half the window used" is already the last segment.
+    pub(crate) fn window_closing(&self, b: &Bufs) -> bool {
+        self.log.res_idx + 1 >= self.log.reserved.len() && self.free_segments_above(b, 0)
+    }
+
     /// Bytes left in the current segment.
     pub(crate) fn segment_room(&self) -> u64 {
         let Some(&cur) = self.log.reserved.get(self.log.res_idx) else {

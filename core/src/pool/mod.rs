@@ -996,7 +996,9 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
     }
 
     /// Refuses I/O on a faulted pool; writes a checkpoint when the log has used half its
-    /// reserved segments (bounding recovery) or many map pages since the last one.
+    /// reserved segments (bounding recovery) or many map pages since the last one, and always
+    /// once it writes into the last segment of its window while a free segment could extend
+    /// it (otherwise the window could fill up: "log segments exhausted").
     fn ready(&mut self) -> Result<(), IoError> {
         if self.st.faulted || self.st.array.not_in_sync().len() > self.st.geo().tolerance() {
             self.st.faulted = true;
@@ -1005,8 +1007,12 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         let half = (usize::from(self.st.cfg.reserved_segments) / 2).max(1);
         let pages_limit = self.st.segment_bytes() / 2 / 4096;
         let due = self.st.log.res_idx >= half || self.st.log.pages_since_checkpoint >= pages_limit;
-        let forced =
+        let mut forced =
             self.st.log.res_idx > half || self.st.log.pages_since_checkpoint >= 2 * pages_limit;
+        if !forced && self.st.log.res_idx + 1 >= self.st.log.reserved.len() {
+            let (st, b) = self.bufs()?;
+            forced = st.window_closing(&b);
+        }
         // A checkpoint pads the open stripe to its end: when one is due but not yet forced,
         // wait until the stripe is nearly full, so the padding is small.
         if forced || (due && self.st.checkpoint_fits_well()) {
