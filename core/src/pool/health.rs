@@ -29,6 +29,8 @@ struct Walk {
     reached: u64,
     /// An item overlapping the range the caller watched did not check.
     lost_in_range: bool,
+    /// An item overlapping the watched range checked only after a repair.
+    healed_in_range: bool,
 }
 
 /// Pool health, as `zpool status` says it.
@@ -517,7 +519,14 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         let stripe_lo = s * self.sdb() as u64;
         let stripe_end = stripe_lo + self.sdb() as u64;
         let seg = self.seg_of(stripe_lo);
-        let walk = self.scrub_items(b, seg, Some((stripe_lo, stripe_end)))?;
+        let mut walk = self.scrub_items(b, seg, Some((stripe_lo, stripe_end)))?;
+        if walk.healed_in_range {
+            // A heal write can be lost too (on the very member that held the bad column): read
+            // the items again, and call the data checked only if they now check as they lie.
+            // Parity rewritten from data whose repair never landed lost it for good (campaign
+            // seed 2540).
+            walk = self.scrub_items(b, seg, Some((stripe_lo, stripe_end)))?;
+        }
         let again = self
             .array
             .verify_stripe(s, b.log.scratch)
@@ -528,7 +537,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         // Every item of the stripe was read and checked: the data as reads take it (data
         // columns; on mirrors each strip's first readable copy) is right, so only the
         // redundancy may be rewritten.
-        let checked = walk.reached >= stripe_end && !walk.lost_in_range;
+        let checked = walk.reached >= stripe_end && !walk.lost_in_range && !walk.healed_in_range;
         let geo = *self.geo();
         let mut redundancy = DiskSet::EMPTY;
         if matches!(geo.level(), Level::Raid1 | Level::Raid10) {
@@ -621,6 +630,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         let before = self.array.stats().repair_bytes_written;
         let mut lost = 0u64;
         let mut lost_in_range = false;
+        let mut healed_in_range = false;
         let mut rule = SeqRule::walk(b, seg);
         while cursor < end {
             // A damaged header: reconstruct it without each member in turn (the item read then
@@ -645,12 +655,16 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
                     level: None,
                     seq: Some(h.seq),
                 };
+                let item_end = cursor + h.item_bytes() as u64;
+                let watched = watch.is_some_and(|(lo, hi)| cursor < hi && item_end > lo);
+                let repairs = self.array.stats().repair_bytes_written;
                 if self.load_item(b, ptr, expect).is_err() {
                     if matches!(h.kind, ItemKind::Extent | ItemKind::MapPage) {
                         lost += u64::from(h.blocks.max(1));
                     }
-                    let item_end = cursor + h.item_bytes() as u64;
-                    lost_in_range |= watch.is_some_and(|(lo, hi)| cursor < hi && item_end > lo);
+                    lost_in_range |= watched;
+                } else if self.array.stats().repair_bytes_written != repairs {
+                    healed_in_range |= watched;
                 }
             }
             cursor += h.item_bytes() as u64;
@@ -662,6 +676,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             lost,
             reached: cursor,
             lost_in_range,
+            healed_in_range,
         })
     }
 }
