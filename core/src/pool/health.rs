@@ -238,19 +238,29 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         while r.next_stripe < stripes && done < u64::from(budget) {
             let s = r.next_stripe;
             if self.stripe_in_use(b, s) {
-                // Check the segment's items by their CRCs first, which heals a silently stale
-                // column (a lost or misdirected write) from the redundancy left: the rebuild
-                // reconstructs from whatever the other members hold, and would otherwise copy
-                // the stale column's error into the new member, two wrong columns where
-                // redundancy allowed one (campaign seed 695).
+                let before = self.array.stats().repair_bytes_written;
+                let disk = r.disk as usize;
+                let mut res = self.array.rebuild_stripe_checked(s, disk, b.log.scratch);
                 let seg = self.seg_of(s * self.sdb() as u64);
-                if r.walked != Some(seg) {
+                if matches!(res, Ok(false)) && r.walked != Some(seg) {
+                    // The redundancy left disagrees with the reconstruction: a surviving
+                    // column is silently stale (a lost or misdirected write), and copying it
+                    // into the new member would leave two wrong columns where redundancy
+                    // allowed one (campaign seed 695). The segment's items, checked by their
+                    // CRCs, find and heal the stale column; then the stripe is rebuilt again.
                     self.scrub_items(b, seg, None)?;
                     r.walked = Some(seg);
+                    res = self.array.rebuild_stripe_checked(s, disk, b.log.scratch);
                 }
-                let before = self.array.stats().repair_bytes_written;
-                match self.array.rebuild_stripe(s, r.disk as usize, b.log.scratch) {
-                    Ok(()) => {}
+                if matches!(res, Ok(false)) {
+                    // Still inconsistent (damage outside any live item): rebuild as it lies.
+                    res = self
+                        .array
+                        .rebuild_stripe(s, disk, b.log.scratch)
+                        .map(|()| true);
+                }
+                match res {
+                    Ok(_) => {}
                     Err(ArrayError::Unrecoverable { .. }) => {
                         r.unrecoverable += 1;
                         self.record_lost_stripe(b, s)?;

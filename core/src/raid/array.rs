@@ -804,7 +804,9 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
                     exclude,
                     repair,
                     scratch,
+                    false,
                 )
+                .map(|_| ())
             }
         }
     }
@@ -830,7 +832,9 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
     /// Reconstructs bytes `off..off + len` of every column of a parity stripe, chunk by chunk,
     /// treating `exclude` members as erased. Copies data strip `want.0` into `want.1` and
     /// rewrites the columns of members in `repair` (and of members that meet a medium error on
-    /// the way) with the reconstructed bytes.
+    /// the way) with the reconstructed bytes. With `check`, a chunk whose remaining redundancy
+    /// (RAID-6 with one column erased) disagrees with the reconstruction stops the work before
+    /// anything of it is written, and the result is `Ok(false)`.
     #[allow(clippy::too_many_arguments)]
     fn reconstruct_range(
         &mut self,
@@ -841,7 +845,8 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
         exclude: DiskSet,
         repair: DiskSet,
         scratch: &mut [u8],
-    ) -> Result<(), ArrayError> {
+        check: bool,
+    ) -> Result<bool, ArrayError> {
         let geo = self.geo;
         let scheme = self.scheme().ok_or(ArrayError::Unrecoverable { stripe })?;
         let n = geo.disks();
@@ -896,6 +901,16 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
                 }
                 parity::reconstruct(&mut cols, scheme, &erased)
                     .map_err(|_| ArrayError::Misaligned)?;
+                if check && erased.len() < geo.parity_strips() {
+                    let mut ro: Vec<&[u8], 34> = Vec::new();
+                    for c in &cols {
+                        ro.push(&**c).map_err(|_| ArrayError::OutOfRange)?;
+                    }
+                    let verdict = parity::check(&ro, scheme).map_err(|_| ArrayError::Misaligned)?;
+                    if verdict != parity::CheckResult::Consistent {
+                        return Ok(false);
+                    }
+                }
             }
             if !erased.is_empty() {
                 self.stats.reconstructions += 1;
@@ -926,7 +941,7 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
             }
             done += clen;
         }
-        Ok(())
+        Ok(true)
     }
 
     /// Rewrites bytes `off..off + len` of the strips of `stripe` held by the members in `disks`
@@ -958,9 +973,9 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
         }
         match geo.level() {
             Level::Raid0 => Err(ArrayError::Unrecoverable { stripe }),
-            Level::Raid5 | Level::Raid6 => {
-                self.reconstruct_range(stripe, off, len, None, disks, disks, scratch)
-            }
+            Level::Raid5 | Level::Raid6 => self
+                .reconstruct_range(stripe, off, len, None, disks, disks, scratch, false)
+                .map(|_| ()),
             Level::Raid1 | Level::Raid10 => {
                 let chunk = (scratch.len() / bb * bb).min(len);
                 let base = geo.stripe_lba(stripe);
@@ -1016,6 +1031,36 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
             DiskSet::one(disk),
             scratch,
         )
+    }
+
+    /// [`Array::rebuild_stripe`], checking each chunk against the redundancy the level has left
+    /// (RAID-6 rebuilding one member: the other parity) before writing it. `Ok(false)`: they
+    /// disagree, so a surviving column is silently wrong and copying it into the new member
+    /// would double the damage; nothing more was written (earlier chunks may have been).
+    /// Levels with nothing left to check against rebuild as [`Array::rebuild_stripe`] does.
+    pub fn rebuild_stripe_checked(
+        &mut self,
+        stripe: u64,
+        disk: usize,
+        scratch: &mut [u8],
+    ) -> Result<bool, ArrayError> {
+        if !self.writable(disk) {
+            return Err(ArrayError::OutOfRange);
+        }
+        if stripe >= self.geo.stripes() {
+            return Err(ArrayError::OutOfRange);
+        }
+        if scratch.len() < self.scratch_min_bytes() {
+            return Err(ArrayError::ScratchTooSmall);
+        }
+        match self.geo.level() {
+            Level::Raid6 => {
+                let one = DiskSet::one(disk);
+                let len = self.geo.strip_bytes();
+                self.reconstruct_range(stripe, 0, len, None, one, one, scratch, true)
+            }
+            _ => self.rebuild_stripe(stripe, disk, scratch).map(|()| true),
+        }
     }
 
     /// Reads every strip of `stripe` and checks that parity (or the mirror copies) agree, without
