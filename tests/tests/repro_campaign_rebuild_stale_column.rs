@@ -5,7 +5,8 @@
 //! stale column, leaving two wrong columns in stripe 0; the scrub's syndrome then rewrote Q to
 //! match, and LUN 1 LBA 8 read "data lost" within tolerance. Fixed by recording in the segment
 //! table the sequence number each segment's use began with (walks reject older items and
-//! rebuild the column) and by a rebuild checking each segment's items before rebuilding it.
+//! rebuild the column), and by a RAID-6 rebuild checking each reconstructed chunk against the
+//! parity left, walking the segment's items to heal the stale column when they disagree.
 
 use raidcore_tests::assert_history_passes;
 
