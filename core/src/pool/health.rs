@@ -129,7 +129,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         // More members out of sync than the level tolerates: the data is gone, and a spare
         // taken now would only make the failed slot look present (RAID-0 used to "rebuild"
         // onto a blank spare and keep serving; campaign seed 9112).
-        if self.array.not_in_sync().len() > self.geo().tolerance() {
+        if before == Health::Faulted {
             self.faulted = true;
         }
         for slot in 0..self.geo().disks() {
@@ -176,9 +176,6 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
                 .member(d)
                 .map_or(0, crate::raid::Member::rebuilt_below);
             self.start_rebuild_at(d as u8, below);
-        }
-        if self.array.not_in_sync().len() > self.geo().tolerance() {
-            self.faulted = true;
         }
         let after = self.health();
         if after != before {

@@ -1000,7 +1000,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
     /// once it writes into the last segment of its window while a free segment could extend
     /// it (otherwise the window could fill up: "log segments exhausted").
     fn ready(&mut self) -> Result<(), IoError> {
-        if self.st.faulted || self.st.array.not_in_sync().len() > self.st.geo().tolerance() {
+        if self.st.health() == Health::Faulted {
             self.st.faulted = true;
             return Err(IoError::Faulted);
         }
@@ -1009,7 +1009,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         let due = self.st.log.res_idx >= half || self.st.log.pages_since_checkpoint >= pages_limit;
         let mut forced =
             self.st.log.res_idx > half || self.st.log.pages_since_checkpoint >= 2 * pages_limit;
-        if !forced && self.st.log.res_idx + 1 >= self.st.log.reserved.len() {
+        if !forced {
             let (st, b) = self.bufs()?;
             forced = st.window_closing(&b);
         }

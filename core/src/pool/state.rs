@@ -288,8 +288,8 @@ pub(crate) struct Rebuild {
     /// Stripes the rebuild has to visit (live segments only), for progress reports.
     pub stripes_total: u64,
     pub last_permille: u16,
-    /// The segment whose items were last checked ahead of rebuilding its stripes (in memory
-    /// only: a resumed rebuild checks its first segment again).
+    /// The segment whose items the rebuild last walked because a stripe's remaining parity
+    /// disagreed with its reconstruction (one walk per segment; in memory only).
     pub walked: Option<u32>,
 }
 

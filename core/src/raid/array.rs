@@ -901,15 +901,11 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
                 }
                 parity::reconstruct(&mut cols, scheme, &erased)
                     .map_err(|_| ArrayError::Misaligned)?;
-                if check && erased.len() < geo.parity_strips() {
-                    let mut ro: Vec<&[u8], 34> = Vec::new();
-                    for c in &cols {
-                        ro.push(&**c).map_err(|_| ArrayError::OutOfRange)?;
-                    }
-                    let verdict = parity::check(&ro, scheme).map_err(|_| ArrayError::Misaligned)?;
-                    if verdict != parity::CheckResult::Consistent {
-                        return Ok(false);
-                    }
+                if check
+                    && erased.len() < geo.parity_strips()
+                    && check_columns(&cols, scheme)? != parity::CheckResult::Consistent
+                {
+                    return Ok(false);
                 }
             }
             if !erased.is_empty() {
@@ -956,6 +952,22 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
         disks: DiskSet,
         scratch: &mut [u8],
     ) -> Result<(), ArrayError> {
+        self.repair_checked(stripe, off, len, disks, scratch, false)
+            .map(|_| ())
+    }
+
+    /// [`Array::repair`]; with `check`, a chunk whose remaining redundancy (RAID-6 with one
+    /// column erased) disagrees with the reconstruction is not written and the result is
+    /// `Ok(false)` (see `reconstruct_range`).
+    fn repair_checked(
+        &mut self,
+        stripe: u64,
+        off: usize,
+        len: usize,
+        disks: DiskSet,
+        scratch: &mut [u8],
+        check: bool,
+    ) -> Result<bool, ArrayError> {
         let geo = self.geo;
         let bb = geo.block_bytes();
         if stripe >= geo.stripes() {
@@ -973,9 +985,9 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
         }
         match geo.level() {
             Level::Raid0 => Err(ArrayError::Unrecoverable { stripe }),
-            Level::Raid5 | Level::Raid6 => self
-                .reconstruct_range(stripe, off, len, None, disks, disks, scratch, false)
-                .map(|_| ()),
+            Level::Raid5 | Level::Raid6 => {
+                self.reconstruct_range(stripe, off, len, None, disks, disks, scratch, check)
+            }
             Level::Raid1 | Level::Raid10 => {
                 let chunk = (scratch.len() / bb * bb).min(len);
                 let base = geo.stripe_lba(stripe);
@@ -1008,7 +1020,7 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
                         done += clen;
                     }
                 }
-                Ok(())
+                Ok(true)
             }
         }
     }
@@ -1047,20 +1059,8 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
         if !self.writable(disk) {
             return Err(ArrayError::OutOfRange);
         }
-        if stripe >= self.geo.stripes() {
-            return Err(ArrayError::OutOfRange);
-        }
-        if scratch.len() < self.scratch_min_bytes() {
-            return Err(ArrayError::ScratchTooSmall);
-        }
-        match self.geo.level() {
-            Level::Raid6 => {
-                let one = DiskSet::one(disk);
-                let len = self.geo.strip_bytes();
-                self.reconstruct_range(stripe, 0, len, None, one, one, scratch, true)
-            }
-            _ => self.rebuild_stripe(stripe, disk, scratch).map(|()| true),
-        }
+        let len = self.geo.strip_bytes();
+        self.repair_checked(stripe, 0, len, DiskSet::one(disk), scratch, true)
     }
 
     /// Reads every strip of `stripe` and checks that parity (or the mirror copies) agree, without
@@ -1152,11 +1152,7 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
                         }
                         parity::reconstruct(&mut cols, scheme, &[missing])
                             .map_err(|_| ArrayError::Misaligned)?;
-                        let mut ro: Vec<&[u8], 34> = Vec::new();
-                        for c in &cols {
-                            ro.push(&**c).map_err(|_| ArrayError::OutOfRange)?;
-                        }
-                        match parity::check(&ro, scheme).map_err(|_| ArrayError::Misaligned)? {
+                        match check_columns(&cols, scheme)? {
                             parity::CheckResult::Consistent => None,
                             parity::CheckResult::Mismatch { p_bad, q_bad, .. } => {
                                 rep.p_bad |= p_bad;
@@ -1310,4 +1306,14 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
         }
         ok
     }
+}
+
+/// Checks freshly reconstructed parity columns `cols` (data strips, then P and Q) against each
+/// other: the redundancy left after a reconstruction with fewer erasures than parity strips.
+fn check_columns(cols: &[&mut [u8]], scheme: Scheme) -> Result<parity::CheckResult, ArrayError> {
+    let mut ro: Vec<&[u8], 34> = Vec::new();
+    for c in cols {
+        ro.push(&**c).map_err(|_| ArrayError::OutOfRange)?;
+    }
+    parity::check(&ro, scheme).map_err(|_| ArrayError::Misaligned)
 }
