@@ -444,7 +444,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
                     // Import rewrites the whole stripe from checked bytes instead.
                     self.recovery_healed = true;
                 } else {
-                    self.heal(b, ptr, ex);
+                    self.heal(b, ptr, v.1 - HEADER_BYTES, ex);
                 }
                 return Ok(v);
             }
@@ -499,17 +499,19 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         Ok((hdr, off + HEADER_BYTES))
     }
 
-    /// Rewrites, from redundancy, the strips of members `bad` in every stripe the item at `ptr`
-    /// touches, and records the repair.
-    fn heal(&mut self, b: &mut Bufs, ptr: BlockPtr, bad: DiskSet) {
+    /// Rewrites, on members `bad`, the bytes of the item at `ptr` (checked, at `b.item[at..]`)
+    /// in every stripe it touches, and records the repair. Only the item's own bytes: the rest
+    /// of those strips was checked nowhere (see [`Array::heal_data`]).
+    ///
+    /// [`Array::heal_data`]: crate::raid::Array::heal_data
+    fn heal(&mut self, b: &mut Bufs, ptr: BlockPtr, at: usize, bad: DiskSet) {
         let sdb = self.sdb() as u64;
-        let first = ptr.addr / sdb;
-        let last = (ptr.addr + u64::from(ptr.len) - 1) / sdb;
-        let strip = self.geo().strip_bytes();
+        let strip = self.geo().strip_bytes() as u64;
+        let (start, end) = (ptr.addr, ptr.addr + u64::from(ptr.len));
         // Mirrors: the set is every copy but the one that checked; which of them were wrong is
         // not known, so none is blamed (each is rewritten all the same).
         let blame = self.geo().level() != Level::Raid1 || bad.len() == 1;
-        for s in first..=last {
+        for s in start / sdb..=(end - 1) / sdb {
             for d in bad.iter().filter(|_| blame) {
                 self.array.note_checksum_error(d);
                 self.array.events_mut().push(Event::ChecksumRepaired {
@@ -518,7 +520,24 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
                 });
             }
             let before = self.array.stats().repair_bytes_written;
-            let _ = self.array.repair(s, 0, strip, bad, b.log.scratch);
+            // Each piece of the item within one data strip of stripe `s`.
+            let mut a = start.max(s * sdb);
+            while a < end.min((s + 1) * sdb) {
+                let piece_end = end.min((a / strip + 1) * strip);
+                let in_stripe = a - s * sdb;
+                let from = at + (a - start) as usize;
+                if let Some(good) = b.item.get(from..from + (piece_end - a) as usize) {
+                    let _ = self.array.heal_data(
+                        s,
+                        (in_stripe / strip) as usize,
+                        (in_stripe % strip) as usize,
+                        good,
+                        bad,
+                        b.log.scratch,
+                    );
+                }
+                a = piece_end;
+            }
             self.counters.repair_bytes += self.array.stats().repair_bytes_written - before;
         }
         // A failed repair write fails the member; record the new membership.

@@ -956,6 +956,102 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
             .map(|_| ())
     }
 
+    /// Self-healing after a read that needed redundancy: writes `good`, bytes the caller has
+    /// checked (an item's CRC-32C), over bytes `off..off + good.len()` of data strip `strip` of
+    /// `stripe` on the members in `disks` that hold that strip (mirrors: those copies; parity
+    /// levels: its data member), then recomputes the parity of the rows touched on the parity
+    /// members in `disks`. `off` needs no alignment; `off + good.len()` must lie within the
+    /// strip. A member block the range covers only in part is read from that member and
+    /// patched, and left alone when it cannot be read: its other bytes were checked nowhere, so
+    /// copying them from another member (as [`Array::repair`] does with whole strips) could
+    /// spread damage the caller never saw, e.g. bit rot in the neighbouring item of the copy
+    /// that checked. Members not readable at `stripe` (rebuilding below it) are skipped; the
+    /// rebuild writes them. `scratch` is at least [`Array::scratch_min_bytes`] bytes.
+    ///
+    /// # Errors
+    /// [`ArrayError::OutOfRange`], [`ArrayError::ScratchTooSmall`], or the parity repair's error.
+    pub fn heal_data(
+        &mut self,
+        stripe: u64,
+        strip: usize,
+        off: usize,
+        good: &[u8],
+        disks: DiskSet,
+        scratch: &mut [u8],
+    ) -> Result<(), ArrayError> {
+        let geo = self.geo;
+        let bb = geo.block_bytes();
+        let end = off + good.len();
+        if stripe >= geo.stripes() || strip >= geo.data_strips() || end > geo.strip_bytes() {
+            return Err(ArrayError::OutOfRange);
+        }
+        if scratch.len() < self.scratch_min_bytes() {
+            return Err(ArrayError::ScratchTooSmall);
+        }
+        if good.is_empty() {
+            return Ok(());
+        }
+        let holders: Vec<usize, 32> = match geo.level() {
+            Level::Raid1 | Level::Raid10 => (0..geo.copies())
+                .filter_map(|copy| geo.disk_of(stripe, Column::Mirror { data: strip, copy }))
+                .collect(),
+            _ => geo
+                .disk_of(stripe, Column::Data(strip))
+                .into_iter()
+                .collect(),
+        };
+        let base = geo.stripe_lba(stripe);
+        let (lo, hi) = (off / bb * bb, end.div_ceil(bb) * bb);
+        for d in holders {
+            if !disks.contains(d) || !self.readable(d, stripe) {
+                continue;
+            }
+            let mut at = lo;
+            while at < hi {
+                let lba = base + (at / bb) as u64;
+                let (from, to) = (at.max(off), (at + bb).min(end));
+                let whole_end = if from == at && to == at + bb {
+                    // The run of blocks `good` covers whole, written in one go.
+                    let n = (end - at) / bb * bb;
+                    at + n
+                } else {
+                    at
+                };
+                if whole_end > at {
+                    if let Some(src) = good.get(at - off..whole_end - off) {
+                        self.repair_write(d, lba, src);
+                    }
+                    at = whole_end;
+                    continue;
+                }
+                let blk = scratch.get_mut(..bb).ok_or(ArrayError::ScratchTooSmall)?;
+                if let IoOutcome::Ok = self.dev_read(d, lba, blk) {
+                    let src = good.get(from - off..to - off);
+                    let dst = blk.get_mut(from - at..to - at);
+                    if let (Some(src), Some(dst)) = (src, dst) {
+                        dst.copy_from_slice(src);
+                        let blk = scratch.get(..bb).ok_or(ArrayError::ScratchTooSmall)?;
+                        self.repair_write(d, lba, blk);
+                    }
+                }
+                at += bb;
+            }
+        }
+        let parity = (0..geo.disks())
+            .filter(|&d| {
+                disks.contains(d)
+                    && geo
+                        .column_of(stripe, d)
+                        .and_then(|c| geo.parity_index(c))
+                        .is_some()
+            })
+            .fold(DiskSet::EMPTY, DiskSet::with);
+        if parity.is_empty() {
+            return Ok(());
+        }
+        self.repair(stripe, lo, hi - lo, parity, scratch)
+    }
+
     /// [`Array::repair`]; with `check`, a chunk whose remaining redundancy (RAID-6 with one
     /// column erased) disagrees with the reconstruction is not written and the result is
     /// `Ok(false)` (see `reconstruct_range`).

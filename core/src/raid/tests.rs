@@ -367,3 +367,57 @@ fn bad_shapes_are_refused() {
         Err(ArrayError::ScratchTooSmall)
     );
 }
+
+#[test]
+fn healing_a_range_on_a_mirror_copies_no_unchecked_bytes() {
+    // Three copies. Copy 0 is wrong inside the checked range, copy 1 (the one that checked)
+    // has bit rot just outside it, in the same member block as the range's last bytes.
+    let mut a = array(Level::Raid1, 3, 4096, 2);
+    let all = fill(&mut a, 21);
+    let base = a.geometry().stripe_lba(1) as usize * 512;
+    let (off, end) = (700usize, 2100usize); // blocks 1..=4, partial at both ends
+    let good = all[4096 + off..4096 + end].to_vec();
+    a.disk_mut(0).unwrap().data[base + 1000] ^= 0x40;
+    a.disk_mut(1).unwrap().data[base + 2200] ^= 0x08;
+    let mut scratch = vec![0u8; 3 * 512];
+    a.heal_data(1, 0, off, &good, DiskSet::one(0).with(2), &mut scratch)
+        .unwrap();
+    let strip = |a: &mut Array<RamDisk, 32>, d: usize| {
+        a.disk_mut(d).unwrap().data[base..base + 4096].to_vec()
+    };
+    // Copy 0: healed in range, and its own good byte 2200 kept (not copy 1's rot).
+    assert_eq!(strip(&mut a, 0), all[4096..8192]);
+    assert_eq!(strip(&mut a, 2), all[4096..8192]);
+    // Copy 1 keeps its rot, for a later read or scrub to find; healing did not spread it.
+    let mut want = all[4096..8192].to_vec();
+    want[2200] ^= 0x08;
+    assert_eq!(strip(&mut a, 1), want);
+    // Bounds: past the strip's end is refused.
+    assert_eq!(
+        a.heal_data(1, 0, 4000, &good, DiskSet::one(0), &mut scratch),
+        Err(ArrayError::OutOfRange)
+    );
+}
+
+#[test]
+fn healing_a_range_on_raid5_rewrites_the_data_member_and_parity_rows() {
+    let mut a = array(Level::Raid5, 4, 4096, 4);
+    let all = fill(&mut a, 22);
+    let g = *a.geometry();
+    let sdb = g.stripe_data_bytes();
+    let (stripe, strip) = (2u64, 1usize);
+    let d = g.disk_of(stripe, Column::Data(strip)).unwrap();
+    let base = g.stripe_lba(stripe) as usize * 512;
+    let data_at = stripe as usize * sdb + strip * 4096;
+    // The data member is wrong at byte 300 (in range) and 3000 (outside it).
+    a.disk_mut(d).unwrap().data[base + 300] ^= 1;
+    a.disk_mut(d).unwrap().data[base + 3000] ^= 1;
+    let good = all[data_at + 100..data_at + 900].to_vec();
+    let mut scratch = vec![0u8; 4 * 512];
+    a.heal_data(stripe, strip, 100, &good, DiskSet::one(d), &mut scratch)
+        .unwrap();
+    let got = a.disk_mut(d).unwrap().data[base..base + 4096].to_vec();
+    assert_eq!(got[..2048], all[data_at..data_at + 2048]);
+    // Outside the range nothing was rewritten: the damage at 3000 is still there.
+    assert_eq!(got[3000], all[data_at + 3000] ^ 1);
+}
