@@ -14,14 +14,17 @@
 //! Out-of-range requests get `EINVAL` (reads, trims) or `ENOSPC` (writes), as the spec asks;
 //! protocol violations (bad magic, unknown client flags) close only that connection.
 //!
-//! Threads: one owner thread builds and runs the [`Backend`] (it need not be `Send`), writes
-//! each reply into the client's socket if it takes it without waiting, and writes the stats
-//! file; each connection has a reader (the [`session::Session`]) and a writer for what the
-//! socket did not take at once, with flow control per connection (64 requests / 64 MiB queued
-//! by default), so a slow client only slows itself. Set [`ServeConfig::shutdown`] (see [`install_shutdown_signals`]) to stop:
-//! accepting ends, requests in flight finish, [`Backend::shutdown`] runs, [`Server::run`]
-//! returns. Statistics go to [`ServeConfig::stats_path`] as JSON ([`StatsFile`]) every second
-//! and at shutdown; [`read_stats_file`] and [`render_status`] are for `raidcore-sim status`.
+//! Threads: one owner thread builds and runs the [`Backend`]; it waits on every connection's
+//! socket at once (epoll), reads and parses requests (a [`session::Session`] per connection),
+//! runs them, writes each reply into the client's socket if it takes it without waiting, and
+//! writes the stats file. Each connection has a writer thread for what its socket did not take
+//! at once, with flow control per connection (64 replies / 64 MiB queued by default: the owner
+//! stops reading a connection until its writer has sent them), so a slow client only slows
+//! itself. Set [`ServeConfig::shutdown`] (see [`install_shutdown_signals`]) to stop: accepting
+//! and reading end, the replies to requests already run are sent, [`Backend::shutdown`] runs,
+//! [`Server::run`] returns. Statistics go to [`ServeConfig::stats_path`] as JSON
+//! ([`StatsFile`]) every second and at shutdown; [`read_stats_file`] and [`render_status`] are
+//! for `raidcore-sim status`.
 //!
 //! Layout: [`proto`] (wire constants), [`session`] (a pure state machine per connection),
 //! [`exec`] (byte ranges to block calls), [`server`] (sockets and threads), [`stats`] (the

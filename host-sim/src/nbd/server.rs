@@ -1,39 +1,42 @@
-//! Sockets and threads: the accept loop, two threads per connection, one backend owner thread.
+//! Sockets and threads: the accept loop, one owner thread that reads and runs every request, and
+//! one writer thread per connection for replies the socket did not take at once.
 //!
 //! ```text
-//!  client ──► reader thread (Session) ──Job──► owner thread (Backend, stats) ──reply──┐
-//!  client ◄─────────────────────────────────── (socket takes it at once) ◄────────────┤
-//!  client ◄── writer thread ◄──────────────── (socket full: queued) ◄─────────────────┘
+//!  client ──► owner thread (epoll over every connection: Session, Backend, stats) ──reply──┐
+//!  client ◄──────────────────────────── (socket takes it at once) ◄───────────────────────┤
+//!  client ◄── writer thread ◄────────── (socket full: queued) ◄────────────────────────────┘
 //! ```
-//! The owner runs one request at a time and writes each finished reply into the client's socket
-//! itself, without blocking (`MSG_DONTWAIT`): a request then crosses one thread hand-off, not
-//! two. What the socket does not take at once (a client that stops reading, a large read) is
-//! queued in the connection's [`Outbox`], and the connection's writer thread writes it, blocking,
-//! in order; replies behind it queue too. So a slow client only slows itself and never stalls
-//! the owner. A reply is produced only once the backend call returned, so a flush or FUA write
-//! is answered only after its data is durable.
-//! Each connection may have at most `max_inflight_per_connection` requests outstanding and
-//! `max_inflight_bytes_per_connection` bytes of queued write payloads and replies (the reader
-//! waits for credit before it queues more), which bounds memory per connection.
+//! The owner waits in `epoll_wait` for any connection to have bytes, reads them without blocking
+//! (`MSG_DONTWAIT`), feeds the connection's [`Session`], runs each request it yields and writes
+//! the reply into the client's socket itself, without blocking. A request thus crosses no thread
+//! hand-off at all: a client's request wakes the owner, the owner's reply wakes the client, as
+//! with a server that runs each connection on its own thread, but one thread owns the backend.
+//! Connections take turns: each ready connection gets one read and at most
+//! [`REQUESTS_PER_TURN`] requests before the next one is served.
+//!
+//! What the socket does not take at once (a client that stops reading, a large read) is queued
+//! in the connection's [`Outbox`], and the connection's writer thread writes it, blocking, in
+//! order; replies behind it queue too. Once `max_inflight_per_connection` replies or
+//! `max_inflight_bytes_per_connection` bytes are queued, the owner stops reading that connection
+//! until its writer has sent them, which bounds memory per connection; so a slow client only
+//! slows itself and never stalls the owner. A reply is produced only once the backend call
+//! returned, so a flush or FUA write is answered only after its data is durable.
 
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::FileTypeExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError, mpsc};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use super::backend::{BLOCK_U64, Backend, ExportInfo};
 use super::exec;
-use super::proto;
-use super::session::{
-    Action, CloseReason, Op, PREFERRED_BLOCK_BYTES, Request, Session, SessionLimits,
-};
+use super::session::{Action, CloseReason, PREFERRED_BLOCK_BYTES, Session, SessionLimits};
 use super::stats::{self, ConnCounters, Recorder};
 
 /// Default TCP address: loopback, the IANA NBD port.
@@ -43,6 +46,10 @@ pub const DEFAULT_TCP: &str = "127.0.0.1:10809";
 const ACCEPT_POLL: Duration = Duration::from_millis(20);
 /// Bytes read from a socket at a time.
 const READ_CHUNK: usize = 256 << 10;
+/// Requests the owner runs for one connection before it turns to the next ready one.
+pub const REQUESTS_PER_TURN: usize = 16;
+/// The epoll token of the owner's wake-up socket (connection ids count up from 0).
+const WAKE_TOKEN: u64 = u64::MAX;
 
 /// Server configuration.
 #[derive(Clone, Debug)]
@@ -61,18 +68,18 @@ pub struct ServeConfig {
     pub limits: SessionLimits,
     /// Connections served at once; further clients are closed at once. Default 64.
     pub max_connections: usize,
-    /// Replies a connection may have outstanding before the server stops reading its requests.
-    /// Default 64.
+    /// Replies a connection may have queued (not yet taken by its socket) before the server
+    /// stops reading its requests. Default 64.
     pub max_inflight_per_connection: usize,
-    /// Bytes of write payloads and replies a connection may have queued before the server stops
-    /// reading its requests. A single request larger than this still runs (alone). Default 64 MiB.
+    /// Bytes of replies a connection may have queued before the server stops reading its
+    /// requests. A single reply larger than this is still sent (alone). Default 64 MiB.
     pub max_inflight_bytes_per_connection: usize,
     /// How long a stopping server waits for clients to take their last replies before it drops
     /// them. Default 10 s.
     pub shutdown_grace: Duration,
     /// Set this (e.g. from a signal handler, see [`super::install_shutdown_signals`]) to stop
-    /// the server: it stops accepting, finishes requests in flight, shuts the backend down and
-    /// [`Server::run`] returns.
+    /// the server: it stops accepting and reading requests, sends the replies to those it ran,
+    /// shuts the backend down and [`Server::run`] returns.
     pub shutdown: Arc<AtomicBool>,
 }
 
@@ -93,86 +100,111 @@ impl Default for ServeConfig {
     }
 }
 
+/// What the accept loop and the writer threads tell the owner thread.
 #[derive(Debug)]
-struct Job {
-    req: Request,
-    received: Instant,
-    /// Where the reply goes; holds the request's credit.
-    reply_to: Owed,
+enum OwnerMsg {
+    /// A new connection to serve: its id, a handle to read from, and its outbox.
+    Conn(u64, Conn, Arc<Outbox>),
+    /// The connection's writer sent enough of its queue: read its requests again.
+    Resume(u64),
+    /// Stop reading requests from every connection (the server is stopping).
+    StopReading,
+    /// Shut the backend down and return.
+    Shutdown,
 }
 
-/// Bytes for the client, and the credit they release once sent.
+/// The way to the owner thread: a channel, and a socket whose readability wakes the owner from
+/// `epoll_wait`.
 #[derive(Debug)]
-struct Reply {
-    bytes: Vec<u8>,
-    credit: usize,
+struct Ctl {
+    tx: mpsc::Sender<OwnerMsg>,
+    wake: UnixStream,
+}
+
+impl Ctl {
+    /// A control channel, the receiving end and the socket the owner watches.
+    fn new() -> io::Result<(Ctl, mpsc::Receiver<OwnerMsg>, UnixStream)> {
+        let (tx, rx) = mpsc::channel();
+        let (wake, watched) = UnixStream::pair()?;
+        wake.set_nonblocking(true)?;
+        watched.set_nonblocking(true)?;
+        Ok((Ctl { tx, wake }, rx, watched))
+    }
+
+    /// Sends `msg` and wakes the owner; false once the owner has stopped.
+    fn post(&self, msg: OwnerMsg) -> bool {
+        if self.tx.send(msg).is_err() {
+            return false;
+        }
+        // A full wake socket already holds a pending wake-up: nothing is lost.
+        let _ = (&self.wake).write(&[1]);
+        true
+    }
+}
+
+/// Whether the owner reads a connection's requests.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Reader {
+    /// It reads them.
+    #[default]
+    Reading,
+    /// It stopped because too much was queued; the writer resumes it.
+    Paused,
+    /// It has stopped for good: nothing more will be queued.
+    Done,
 }
 
 /// What is queued on a connection's [`Outbox`] and who is writing.
 #[derive(Debug, Default)]
 struct OutState {
     /// Replies the socket did not take at once, in order, each with the bytes already sent.
-    queue: VecDeque<(Reply, usize)>,
+    queue: VecDeque<(Vec<u8>, usize)>,
+    /// Bytes of the replies queued or being written by the writer thread.
+    queued_bytes: usize,
     /// The writer thread is writing a reply it took off the queue.
     writing: bool,
-    /// The reader has stopped: nothing more will be queued except what is owed.
-    reader_done: bool,
+    /// Whether the owner reads this connection.
+    reader: Reader,
     /// Writing failed (the client went away) or the connection was torn down: replies are
     /// dropped from now on.
     broken: bool,
 }
 
-/// One connection's outgoing side, shared by its reader, the owner thread and its writer thread.
+impl OutState {
+    /// Replies queued or being written.
+    fn count(&self) -> usize {
+        self.queue.len() + usize::from(self.writing)
+    }
+}
+
+/// One connection's outgoing side, shared by the owner thread and the connection's writer.
 ///
-/// Whoever has a reply writes it straight into the socket without blocking if nothing is
-/// queued; otherwise (or for what the socket does not take) the reply is queued and the writer
-/// thread writes it. Replies therefore never interleave and go out in the order they were given.
+/// The owner writes each reply straight into the socket without blocking if nothing is queued;
+/// otherwise (or for what the socket does not take) the reply is queued and the writer thread
+/// writes it. Replies therefore never interleave and go out in the order they were given.
 /// Owns a handle on the socket, so the descriptor stays open (and is never reused by another
 /// connection) as long as anyone can still write to it.
 #[derive(Debug)]
 struct Outbox {
+    id: u64,
     conn: Conn,
-    credits: Arc<Credits>,
-    /// Replies the owner still owes (jobs sent to it, not yet answered). Raised by the reader
-    /// without the lock (the owner may hold it while it writes), before it sets `reader_done`;
-    /// lowered under the lock.
-    owed: AtomicUsize,
+    max_count: usize,
+    max_bytes: usize,
+    /// Tells the owner to resume reading (`None` in unit tests without an owner).
+    ctl: Option<Arc<Ctl>>,
     state: Mutex<OutState>,
     /// Wakes the writer thread: something queued, or nothing more to wait for.
     wake: Condvar,
 }
 
-/// A reply the owner owes a connection. [`Owed::deliver`] sends it; dropped undelivered (the
-/// owner stopped or panicked), the connection stops waiting for it.
-#[derive(Debug)]
-struct Owed {
-    outbox: Arc<Outbox>,
-    credit: usize,
-    delivered: bool,
-}
-
-impl Owed {
-    fn deliver(mut self, bytes: Vec<u8>) {
-        self.delivered = true;
-        let credit = self.credit;
-        self.outbox.settle(Some(Reply { bytes, credit }), credit);
-    }
-}
-
-impl Drop for Owed {
-    fn drop(&mut self) {
-        if !self.delivered {
-            self.outbox.settle(None, self.credit);
-        }
-    }
-}
-
 impl Outbox {
-    fn new(conn: Conn, credits: Arc<Credits>) -> Self {
+    fn new(id: u64, conn: Conn, max_count: usize, max_bytes: usize, ctl: Option<Arc<Ctl>>) -> Self {
         Outbox {
+            id,
             conn,
-            credits,
-            owed: AtomicUsize::new(0),
+            max_count: max_count.max(1),
+            max_bytes,
+            ctl,
             state: Mutex::new(OutState::default()),
             wake: Condvar::new(),
         }
@@ -182,154 +214,143 @@ impl Outbox {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Records one more reply the owner will owe, for a job about to be sent to it.
-    fn owe(self: &Arc<Self>, credit: usize) -> Owed {
-        self.owed.fetch_add(1, Ordering::SeqCst);
-        Owed {
-            outbox: Arc::clone(self),
-            credit,
-            delivered: false,
-        }
-    }
-
-    /// Sends `reply` (greeting, option replies, refusals from the reader).
-    fn send(&self, reply: Reply) {
-        let mut st = self.lock();
-        self.push(&mut st, reply);
-    }
-
-    /// An owed reply is settled: sent (`Some`) or abandoned (`None`, its credit released).
-    fn settle(&self, reply: Option<Reply>, credit: usize) {
-        let mut st = self.lock();
-        let owed = self.owed.fetch_sub(1, Ordering::SeqCst) - 1;
-        match reply {
-            Some(r) => self.push(&mut st, r),
-            None => self.credits.release(credit),
-        }
-        if owed == 0 && st.reader_done {
-            self.wake.notify_one();
-        }
-    }
-
-    /// The reader stopped; the writer finishes once the owed replies are sent.
-    fn reader_done(&self) {
-        self.lock().reader_done = true;
-        self.wake.notify_one();
-    }
-
     /// Writes `reply` now if nothing is queued ahead of it and the socket takes it, else queues
-    /// it for the writer thread.
-    fn push(&self, st: &mut OutState, reply: Reply) {
+    /// it for the writer thread. False if the connection is broken (the reply is dropped).
+    fn send(&self, reply: Vec<u8>) -> bool {
+        let mut st = self.lock();
         if st.broken {
-            self.credits.release(reply.credit);
-            return;
+            return false;
         }
         let mut sent = 0;
-        if st.queue.is_empty() && !st.writing {
-            let Ok(n) = self.conn.send_nonblocking(&reply.bytes) else {
-                self.credits.release(reply.credit);
-                self.break_off(st);
-                return;
+        if st.count() == 0 {
+            let Ok(n) = self.conn.send_nonblocking(&reply) else {
+                self.break_off(&mut st);
+                return false;
             };
             sent = n;
-            if sent == reply.bytes.len() {
-                self.credits.release(reply.credit);
-                return;
-            }
-        }
-        st.queue.push_back((reply, sent));
-        self.wake.notify_one();
-    }
-
-    /// The client is gone: drop what is queued, wake a reader waiting for credit and the writer,
-    /// and shut the socket so the reader stops too.
-    fn break_off(&self, st: &mut OutState) {
-        st.broken = true;
-        for (r, _) in st.queue.drain(..) {
-            self.credits.release(r.credit);
-        }
-        self.credits.close();
-        let _ = self.conn.shutdown(Shutdown::Both);
-        self.wake.notify_one();
-    }
-}
-
-/// Per-connection flow control: a count and a byte budget of queued work.
-#[derive(Debug)]
-struct Credits {
-    state: Mutex<CreditState>,
-    freed: Condvar,
-    max_count: usize,
-    max_bytes: usize,
-}
-
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-struct CreditState {
-    /// Requests outstanding.
-    count: usize,
-    /// Bytes outstanding.
-    bytes: usize,
-    /// The connection is going away: no more credit.
-    closed: bool,
-    /// The reader waits for credit (so a release must wake it).
-    waiting: bool,
-}
-
-impl Credits {
-    fn new(max_count: usize, max_bytes: usize) -> Self {
-        Credits {
-            state: Mutex::new(CreditState::default()),
-            freed: Condvar::new(),
-            max_count,
-            max_bytes,
-        }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, CreditState> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Waits for room for one more item of `bytes`; false once the writer has gone.
-    fn acquire(&self, bytes: usize) -> bool {
-        let mut st = self.lock();
-        loop {
-            if st.closed {
-                return false;
-            }
-            // An item larger than the whole budget runs when nothing else is queued.
-            if st.count < self.max_count && (st.bytes + bytes <= self.max_bytes || st.count == 0) {
-                st.count += 1;
-                st.bytes += bytes;
-                st.waiting = false;
+            if sent == reply.len() {
                 return true;
             }
-            st.waiting = true;
-            st = self.freed.wait(st).unwrap_or_else(PoisonError::into_inner);
         }
+        st.queued_bytes += reply.len();
+        st.queue.push_back((reply, sent));
+        self.wake.notify_one();
+        true
     }
 
-    fn release(&self, bytes: usize) {
+    /// True if too much is queued to read more requests; then the writer resumes the owner's
+    /// reading once it has sent enough. A single reply over the byte budget is let through.
+    fn pause_if_backed_up(&self) -> bool {
         let mut st = self.lock();
-        st.count = st.count.saturating_sub(1);
-        st.bytes = st.bytes.saturating_sub(bytes);
-        // A notify is a system call even with nobody waiting: only when the reader waits.
-        let wake = st.waiting;
-        drop(st);
-        if wake {
-            self.freed.notify_all();
+        let full =
+            st.count() >= self.max_count || (st.count() > 0 && st.queued_bytes >= self.max_bytes);
+        if full && !st.broken && st.reader == Reader::Reading {
+            st.reader = Reader::Paused;
+        }
+        full && !st.broken
+    }
+
+    /// The owner stopped reading; the writer finishes once the queue is sent.
+    fn reader_done(&self) {
+        let mut st = self.lock();
+        st.reader = Reader::Done;
+        self.wake.notify_one();
+    }
+
+    /// A paused owner may read this connection again.
+    fn resume(&self, st: &mut OutState) {
+        if st.reader == Reader::Paused {
+            st.reader = Reader::Reading;
+            if let Some(ctl) = &self.ctl {
+                ctl.post(OwnerMsg::Resume(self.id));
+            }
         }
     }
 
-    fn close(&self) {
-        self.lock().closed = true;
-        self.freed.notify_all();
+    /// The client is gone: drop what is queued, wake the writer, tell a paused owner, and shut
+    /// the socket so the owner sees the end of the connection.
+    fn break_off(&self, st: &mut OutState) {
+        st.broken = true;
+        st.queue.clear();
+        st.queued_bytes = 0;
+        let _ = self.conn.shutdown(Shutdown::Both);
+        self.resume(st);
+        self.wake.notify_one();
     }
 }
 
+/// A Linux epoll instance (level-triggered) watching sockets for input.
 #[derive(Debug)]
-enum OwnerMsg {
-    Job(Job),
-    Shutdown,
+struct Epoll(OwnedFd);
+
+fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+impl Epoll {
+    fn new() -> io::Result<Epoll> {
+        // SAFETY: epoll_create1 takes no pointers; a non-negative result is a new descriptor
+        // that nothing else owns.
+        let fd = cvt(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })?;
+        // SAFETY: see above.
+        Ok(Epoll(unsafe { OwnedFd::from_raw_fd(fd) }))
+    }
+
+    /// Watches `fd` for input (and hang-up), reported with `token`.
+    fn add(&self, fd: RawFd, token: u64) -> io::Result<()> {
+        #[allow(clippy::cast_sign_loss)] // the flag constants are small positive values
+        let mut ev = libc::epoll_event {
+            events: (libc::EPOLLIN | libc::EPOLLRDHUP) as u32,
+            u64: token,
+        };
+        // SAFETY: `ev` is a valid epoll_event for the duration of the call.
+        cvt(unsafe { libc::epoll_ctl(self.0.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &raw mut ev) })
+            .map(drop)
+    }
+
+    /// Stops watching `fd`.
+    fn remove(&self, fd: RawFd) {
+        // SAFETY: a null event is allowed for EPOLL_CTL_DEL (since Linux 2.6.9).
+        let _ = unsafe {
+            libc::epoll_ctl(
+                self.0.as_raw_fd(),
+                libc::EPOLL_CTL_DEL,
+                fd,
+                std::ptr::null_mut(),
+            )
+        };
+    }
+
+    /// Waits up to `timeout` (`None`: for ever) for input; the tokens of the ready descriptors
+    /// are put in `tokens`. An interrupted wait returns no tokens.
+    fn wait(
+        &self,
+        events: &mut [libc::epoll_event],
+        timeout: Option<Duration>,
+        tokens: &mut Vec<u64>,
+    ) -> io::Result<()> {
+        let ms = timeout.map_or(-1, |t| {
+            // Round up, so that the wait does not end just before the deadline.
+            i32::try_from(t.as_micros().div_ceil(1000)).unwrap_or(i32::MAX)
+        });
+        let max = i32::try_from(events.len()).unwrap_or(i32::MAX);
+        // SAFETY: `events` is valid for `max` entries.
+        let n = unsafe { libc::epoll_wait(self.0.as_raw_fd(), events.as_mut_ptr(), max, ms) };
+        let Ok(n) = usize::try_from(n) else {
+            let e = io::Error::last_os_error();
+            return if e.kind() == io::ErrorKind::Interrupted {
+                Ok(())
+            } else {
+                Err(e)
+            };
+        };
+        tokens.extend(events.iter().take(n).map(|e| e.u64));
+        Ok(())
+    }
 }
 
 /// A connection over TCP or a Unix socket.
@@ -340,13 +361,44 @@ enum Conn {
 }
 
 impl Conn {
+    fn raw_fd(&self) -> RawFd {
+        match self {
+            Conn::Tcp(s) => s.as_raw_fd(),
+            Conn::Unix(s) => s.as_raw_fd(),
+        }
+    }
+
+    /// Reads what the socket holds without waiting: `Ok(None)` if it holds nothing yet,
+    /// `Ok(Some(0))` at the end of the stream.
+    fn recv_nonblocking(&self, buf: &mut [u8]) -> io::Result<Option<usize>> {
+        loop {
+            // Per call rather than O_NONBLOCK, which the writer's blocking handle would share.
+            // SAFETY: `buf` is valid for `buf.len()` bytes; the descriptor is open as long as
+            // `self`.
+            let n = unsafe {
+                libc::recv(
+                    self.raw_fd(),
+                    buf.as_mut_ptr().cast(),
+                    buf.len(),
+                    libc::MSG_DONTWAIT,
+                )
+            };
+            if let Ok(n) = usize::try_from(n) {
+                return Ok(Some(n));
+            }
+            let e = io::Error::last_os_error();
+            match e.kind() {
+                io::ErrorKind::Interrupted => {}
+                io::ErrorKind::WouldBlock => return Ok(None),
+                _ => return Err(e),
+            }
+        }
+    }
+
     /// Writes as much of `buf` as the socket takes without waiting; `Ok(n)` with `n` short of
     /// `buf.len()` (possibly 0) when it would block.
     fn send_nonblocking(&self, buf: &[u8]) -> io::Result<usize> {
-        let fd = match self {
-            Conn::Tcp(s) => s.as_raw_fd(),
-            Conn::Unix(s) => s.as_raw_fd(),
-        };
+        let fd = self.raw_fd();
         let mut sent = 0;
         while sent < buf.len() {
             let rest = &buf[sent..];
@@ -423,18 +475,6 @@ impl Write for Conn {
     }
 }
 
-/// A bound NBD server whose backend is running; [`Server::run`] serves until shutdown.
-#[derive(Debug)]
-pub struct Server {
-    config: ServeConfig,
-    tcp: Option<TcpListener>,
-    unix: Option<UnixListener>,
-    exports: Arc<[ExportInfo]>,
-    owner_tx: mpsc::Sender<OwnerMsg>,
-    owner: JoinHandle<io::Result<()>>,
-    counters: Arc<ConnCounters>,
-}
-
 fn invalid_input(msg: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, msg)
 }
@@ -494,6 +534,18 @@ fn bind_unix(path: &Path) -> io::Result<UnixListener> {
     UnixListener::bind(path)
 }
 
+/// A bound NBD server whose backend is running; [`Server::run`] serves until shutdown.
+#[derive(Debug)]
+pub struct Server {
+    config: ServeConfig,
+    tcp: Option<TcpListener>,
+    unix: Option<UnixListener>,
+    exports: Arc<[ExportInfo]>,
+    ctl: Arc<Ctl>,
+    owner: JoinHandle<io::Result<()>>,
+    counters: Arc<ConnCounters>,
+}
+
 impl Server {
     /// Binds the listeners, then starts the owner thread, which builds the backend with
     /// `factory` (so the backend need not be `Send`) and reads its export list.
@@ -527,10 +579,15 @@ impl Server {
         }
 
         let counters = Arc::new(ConnCounters::default());
-        let (owner_tx, owner_rx) = mpsc::channel();
+        let (ctl, owner_rx, watched) = Ctl::new()?;
+        let epoll = Epoll::new()?;
+        epoll.add(watched.as_raw_fd(), WAKE_TOKEN)?;
         let (ready_tx, ready_rx) = mpsc::channel::<io::Result<Vec<ExportInfo>>>();
-        let stats_path = config.stats_path.clone();
-        let stats_interval = config.stats_interval.max(Duration::from_millis(10));
+        let owner_cfg = OwnerConfig {
+            stats_path: config.stats_path.clone(),
+            stats_interval: config.stats_interval.max(Duration::from_millis(10)),
+            limits: config.limits,
+        };
         let owner_counters = Arc::clone(&counters);
         let owner = thread::Builder::new()
             .name("nbd-owner".into())
@@ -550,14 +607,17 @@ impl Server {
                     return Ok(());
                 }
                 let _ = ready_tx.send(Ok(exports.clone()));
-                owner_main(
-                    backend,
-                    &exports,
-                    &owner_rx,
-                    stats_path.as_deref(),
-                    stats_interval,
-                    &owner_counters,
-                )
+                let owner = Owner {
+                    exports: exports.into(),
+                    epoll,
+                    watched,
+                    rx: owner_rx,
+                    cfg: owner_cfg,
+                    conns: HashMap::new(),
+                    backlog: Vec::new(),
+                    buf: vec![0u8; READ_CHUNK],
+                };
+                owner.run(backend, &owner_counters)
             })?;
         let exports = match ready_rx.recv() {
             Ok(Ok(e)) => e,
@@ -575,7 +635,7 @@ impl Server {
             tcp,
             unix,
             exports: exports.into(),
-            owner_tx,
+            ctl: Arc::new(ctl),
             owner,
             counters,
         })
@@ -601,8 +661,8 @@ impl Server {
         Arc::clone(&self.config.shutdown)
     }
 
-    /// Serves clients until the shutdown flag is set, then stops accepting, lets requests in
-    /// flight finish (replies are sent for `shutdown_grace` at most), calls
+    /// Serves clients until the shutdown flag is set, then stops accepting and reading requests,
+    /// sends the replies to the requests already run (for `shutdown_grace` at most), calls
     /// [`Backend::shutdown`], writes the final stats and returns.
     ///
     /// Errors: the backend's shutdown failed, or the backend panicked.
@@ -611,20 +671,14 @@ impl Server {
             config,
             tcp,
             unix,
-            exports,
-            owner_tx,
+            exports: _,
+            ctl,
             owner,
             counters,
         } = self;
         let (done_tx, done_rx) = mpsc::channel::<u64>();
         let mut conns: HashMap<u64, ConnEntry> = HashMap::new();
         let mut next_id = 0u64;
-        let shared = ConnShared {
-            exports,
-            limits: config.limits,
-            inflight: config.max_inflight_per_connection.max(1),
-            inflight_bytes: config.max_inflight_bytes_per_connection,
-        };
 
         while !config.shutdown.load(Ordering::SeqCst) && !owner.is_finished() {
             let mut accepted = Vec::new();
@@ -665,11 +719,11 @@ impl Server {
                 }
                 let id = next_id;
                 next_id += 1;
-                match spawn_connection(id, conn, &shared, &owner_tx, &done_tx, &counters) {
+                match spawn_connection(id, conn, &config, &ctl, &done_tx, &counters) {
                     Ok(entry) => {
                         conns.insert(id, entry);
                     }
-                    Err(e) => log::warn!("nbd: cannot start connection thread: {e}"),
+                    Err(e) => log::warn!("nbd: cannot start connection {id}: {e}"),
                 }
             }
             if idle {
@@ -683,12 +737,8 @@ impl Server {
         if let Some(p) = &config.unix {
             let _ = std::fs::remove_file(p);
         }
-        // Stop reading requests (also in a reader waiting for credit); those already received
-        // complete and their replies are sent.
-        for c in conns.values() {
-            let _ = c.conn.shutdown(Shutdown::Read);
-            c.credits.close();
-        }
+        // Stop reading requests; those already run have their replies sent.
+        ctl.post(OwnerMsg::StopReading);
         let deadline = Instant::now() + config.shutdown_grace;
         while !conns.is_empty() {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -705,8 +755,8 @@ impl Server {
             let _ = c.conn.shutdown(Shutdown::Both);
             let _ = c.thread.join();
         }
-        let _ = owner_tx.send(OwnerMsg::Shutdown);
-        drop(owner_tx);
+        ctl.post(OwnerMsg::Shutdown);
+        drop(ctl);
         match owner.join() {
             Ok(r) => r,
             Err(_) => Err(io::Error::other("nbd: the backend owner thread panicked")),
@@ -718,147 +768,53 @@ impl Server {
 #[derive(Debug)]
 struct ConnEntry {
     conn: Conn,
-    credits: Arc<Credits>,
+    /// The connection's writer thread; it ends last.
     thread: JoinHandle<()>,
 }
 
-/// What every connection thread needs.
-#[derive(Debug)]
-struct ConnShared {
-    exports: Arc<[ExportInfo]>,
-    limits: SessionLimits,
-    inflight: usize,
-    inflight_bytes: usize,
-}
-
+/// Starts connection `id`'s writer thread and hands the connection to the owner.
 fn spawn_connection(
     id: u64,
     conn: Conn,
-    shared: &ConnShared,
-    owner_tx: &mpsc::Sender<OwnerMsg>,
+    config: &ServeConfig,
+    ctl: &Arc<Ctl>,
     done_tx: &mpsc::Sender<u64>,
     counters: &Arc<ConnCounters>,
 ) -> io::Result<ConnEntry> {
     let handle = conn.try_clone()?;
-    let exports = Arc::clone(&shared.exports);
-    let limits = shared.limits;
-    let credits = Arc::new(Credits::new(shared.inflight, shared.inflight_bytes));
-    let thread_credits = Arc::clone(&credits);
-    let owner_tx = owner_tx.clone();
+    let reader = conn.try_clone()?;
+    let outbox = Arc::new(Outbox::new(
+        id,
+        conn,
+        config.max_inflight_per_connection,
+        config.max_inflight_bytes_per_connection,
+        Some(Arc::clone(ctl)),
+    ));
+    let writer_outbox = Arc::clone(&outbox);
     let done_tx = done_tx.clone();
-    let counters = Arc::clone(counters);
-    counters.active.fetch_add(1, Ordering::Relaxed);
-    counters.total.fetch_add(1, Ordering::Relaxed);
-    let thread_counters = Arc::clone(&counters);
-    let spawned = thread::Builder::new()
-        .name(format!("nbd-conn-{id}"))
+    let thread_counters = Arc::clone(counters);
+    let thread = thread::Builder::new()
+        .name(format!("nbd-write-{id}"))
         .spawn(move || {
-            connection_main(id, conn, exports, limits, &thread_credits, &owner_tx);
+            writer_main(&writer_outbox);
             thread_counters.active.fetch_sub(1, Ordering::Relaxed);
             let _ = done_tx.send(id);
-        });
-    match spawned {
-        Ok(h) => Ok(ConnEntry {
-            conn: handle,
-            credits,
-            thread: h,
-        }),
-        Err(e) => {
-            counters.active.fetch_sub(1, Ordering::Relaxed);
-            Err(e)
-        }
+        })?;
+    counters.active.fetch_add(1, Ordering::Relaxed);
+    counters.total.fetch_add(1, Ordering::Relaxed);
+    if !ctl.post(OwnerMsg::Conn(id, reader, Arc::clone(&outbox))) {
+        // The owner has stopped: let the writer finish at once.
+        outbox.reader_done();
     }
-}
-
-/// The reader side of one connection; spawns and finally joins the writer.
-fn connection_main(
-    id: u64,
-    mut conn: Conn,
-    exports: Arc<[ExportInfo]>,
-    limits: SessionLimits,
-    credits: &Arc<Credits>,
-    owner_tx: &mpsc::Sender<OwnerMsg>,
-) {
-    let outbox = match conn.try_clone() {
-        Ok(w) => Arc::new(Outbox::new(w, Arc::clone(credits))),
-        Err(e) => {
-            log::warn!("nbd: connection {id}: {e}");
-            return;
-        }
-    };
-    let writer_outbox = Arc::clone(&outbox);
-    let writer = match thread::Builder::new()
-        .name(format!("nbd-write-{id}"))
-        .spawn(move || writer_main(&writer_outbox))
-    {
-        Ok(w) => w,
-        Err(e) => {
-            log::warn!("nbd: connection {id}: cannot start writer: {e}");
-            return;
-        }
-    };
-
-    let mut session = Session::new(exports, limits);
-    let mut buf = vec![0u8; READ_CHUNK];
-    let end: Option<CloseReason> = 'conn: loop {
-        while let Some(action) = session.next_action() {
-            // Everything queued holds credit until its reply is sent.
-            match action {
-                Action::Send(bytes) => {
-                    let credit = bytes.len();
-                    if !credits.acquire(credit) {
-                        break 'conn None;
-                    }
-                    outbox.send(Reply { bytes, credit });
-                }
-                Action::Execute(req) => {
-                    let credit = proto::SIMPLE_REPLY_HEADER_LEN
-                        + match &req.op {
-                            Op::Read { length, .. } => *length as usize,
-                            Op::Write { data, .. } => data.len(),
-                            _ => 0,
-                        };
-                    if !credits.acquire(credit) {
-                        break 'conn None;
-                    }
-                    let job = Job {
-                        req,
-                        received: Instant::now(),
-                        reply_to: outbox.owe(credit),
-                    };
-                    if owner_tx.send(OwnerMsg::Job(job)).is_err() {
-                        break 'conn None;
-                    }
-                }
-                Action::Close(reason) => break 'conn Some(reason),
-            }
-        }
-        match conn.read(&mut buf) {
-            Ok(0) => break None,
-            Ok(n) => session.feed(&buf[..n]),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(_) => break None,
-        }
-    };
-    match end {
-        Some(CloseReason::Protocol(why)) => {
-            log::warn!("nbd: connection {id}: protocol error: {why}; disconnecting");
-        }
-        Some(CloseReason::UnknownExport(name)) => {
-            log::warn!("nbd: connection {id}: unknown export {name:?}");
-        }
-        Some(r) => log::debug!("nbd: connection {id}: {r:?}"),
-        None => log::debug!("nbd: connection {id}: closed by the client"),
-    }
-    // Requests cut short (e.g. half a write payload) were never queued. The writer waits for
-    // the replies still owed, sends what is queued, then closes.
-    outbox.reader_done();
-    let _ = conn.shutdown(Shutdown::Read);
-    let _ = writer.join();
+    Ok(ConnEntry {
+        conn: handle,
+        thread,
+    })
 }
 
 /// A connection's writer thread: writes (blocking) what the socket did not take at once, in
-/// order, until the reader has stopped and every owed reply is out; then closes the socket.
+/// order, until the owner has stopped reading the connection and the queue is empty; then
+/// closes the socket.
 fn writer_main(out: &Outbox) {
     let mut st = out.lock();
     loop {
@@ -868,111 +824,313 @@ fn writer_main(out: &Outbox) {
         if let Some((reply, sent)) = st.queue.pop_front() {
             st.writing = true;
             drop(st);
-            let ok = out.conn.send_blocking(&reply.bytes[sent..]).is_ok();
+            let ok = out.conn.send_blocking(&reply[sent..]).is_ok();
             st = out.lock();
             st.writing = false;
-            out.credits.release(reply.credit);
+            st.queued_bytes = st.queued_bytes.saturating_sub(reply.len());
             if !ok {
                 out.break_off(&mut st);
                 return;
             }
+            // Resume the owner's reading once half the budget is free again, not at every reply.
+            if st.count() <= out.max_count / 2 && st.queued_bytes <= out.max_bytes / 2 {
+                out.resume(&mut st);
+            }
             continue;
         }
-        if st.reader_done && out.owed.load(Ordering::SeqCst) == 0 {
+        if st.reader == Reader::Done {
             break;
         }
+        out.resume(&mut st);
         st = out.wake.wait(st).unwrap_or_else(PoisonError::into_inner);
     }
     // Nothing more can be sent: later sends (none are expected) are dropped.
     st.broken = true;
     drop(st);
-    out.credits.close();
     let _ = out.conn.shutdown(Shutdown::Both);
 }
 
-/// The owner thread: the only place the backend is touched.
-fn owner_main<B: Backend>(
-    mut backend: B,
-    exports: &[ExportInfo],
-    rx: &mpsc::Receiver<OwnerMsg>,
-    stats_path: Option<&Path>,
-    interval: Duration,
-    counters: &ConnCounters,
-) -> io::Result<()> {
-    let mut recorder = Recorder::new(exports);
-    let mut next_stats = Instant::now() + interval;
-    let write_stats = |recorder: &mut Recorder, backend: &B, is_final: bool| {
-        if let Some(path) = stats_path {
-            let snap = recorder.snapshot(counters, backend.stats_json(), is_final);
-            if let Err(e) = stats::write_stats_file(path, &snap) {
-                log::warn!("nbd: cannot write stats to {}: {e}", path.display());
-            }
-        }
-    };
-    loop {
-        let msg = if stats_path.is_some() {
-            let now = Instant::now();
-            if now >= next_stats {
-                write_stats(&mut recorder, &backend, false);
-                next_stats = now + interval;
-                continue;
-            }
-            match rx.recv_timeout(next_stats - now) {
-                Ok(m) => m,
-                Err(mpsc::RecvTimeoutError::Timeout) => continue,
-                Err(mpsc::RecvTimeoutError::Disconnected) => break,
-            }
-        } else {
-            match rx.recv() {
-                Ok(m) => m,
-                Err(_) => break,
+/// What the owner thread needs from the configuration.
+#[derive(Debug)]
+struct OwnerConfig {
+    stats_path: Option<PathBuf>,
+    stats_interval: Duration,
+    limits: SessionLimits,
+}
+
+/// A connection as the owner thread sees it.
+#[derive(Debug)]
+struct Live {
+    session: Session,
+    /// A handle on the socket to read from.
+    reader: Conn,
+    outbox: Arc<Outbox>,
+    /// Not watched for input until the writer has sent part of its queue.
+    paused: bool,
+}
+
+/// The owner thread's state: the only place the backend is touched.
+struct Owner {
+    exports: Arc<[ExportInfo]>,
+    epoll: Epoll,
+    /// The socket [`Ctl::post`] writes to.
+    watched: UnixStream,
+    rx: mpsc::Receiver<OwnerMsg>,
+    cfg: OwnerConfig,
+    conns: HashMap<u64, Live>,
+    /// Connections that may have work without new input (turn cut short, just resumed, new).
+    backlog: Vec<u64>,
+    buf: Vec<u8>,
+}
+
+/// How one connection's turn ended.
+enum Turn {
+    /// It needs more input (its socket stays watched).
+    Waiting,
+    /// It has more to do: give it another turn.
+    More,
+    /// Its outbox is full: not watched until its writer resumes it.
+    Paused,
+    /// The connection is over (closed by the client or the protocol, or broken).
+    Over(Option<CloseReason>),
+}
+
+impl Owner {
+    fn run<B: Backend>(mut self, mut backend: B, counters: &ConnCounters) -> io::Result<()> {
+        let exports = Arc::clone(&self.exports);
+        let mut recorder = Recorder::new(&exports);
+        let stats_path = self.cfg.stats_path.clone();
+        let write_stats = |recorder: &mut Recorder, backend: &B, is_final: bool| {
+            if let Some(path) = &stats_path {
+                let snap = recorder.snapshot(counters, backend.stats_json(), is_final);
+                if let Err(e) = stats::write_stats_file(path, &snap) {
+                    log::warn!("nbd: cannot write stats to {}: {e}", path.display());
+                }
             }
         };
-        match msg {
-            OwnerMsg::Job(job) => {
-                let export = job.req.export;
-                let outcome = exec::execute(&mut backend, exports, job.req);
-                recorder.record(export, &outcome, job.received.elapsed());
-                // Straight into the socket if it takes it (a closed connection drops it).
-                job.reply_to.deliver(outcome.reply);
+        let mut next_stats = Instant::now() + self.cfg.stats_interval;
+        let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 64];
+        let mut ready: Vec<u64> = Vec::new();
+        let mut failure = None;
+        'serve: loop {
+            let mut timeout = None;
+            if stats_path.is_some() {
+                let now = Instant::now();
+                if now >= next_stats {
+                    write_stats(&mut recorder, &backend, false);
+                    next_stats = now + self.cfg.stats_interval;
+                }
+                timeout = Some(next_stats.saturating_duration_since(now));
             }
-            OwnerMsg::Shutdown => break,
+            if !self.backlog.is_empty() {
+                timeout = Some(Duration::ZERO);
+            }
+            ready.clear();
+            if let Err(e) = self.epoll.wait(&mut events, timeout, &mut ready) {
+                failure = Some(e);
+                break;
+            }
+            ready.append(&mut self.backlog);
+            if let Some(i) = ready.iter().position(|&t| t == WAKE_TOKEN) {
+                ready.swap_remove(i);
+                if !self.take_messages(&mut ready) {
+                    break 'serve;
+                }
+            }
+            // Each ready connection once per round, in id order (connections take turns).
+            ready.sort_unstable();
+            ready.dedup();
+            for &id in &ready {
+                let Some(live) = self.conns.get_mut(&id) else {
+                    continue;
+                };
+                if live.paused {
+                    continue;
+                }
+                match turn(live, &mut self.buf, &mut backend, &exports, &mut recorder) {
+                    Turn::Waiting => {}
+                    Turn::More => self.backlog.push(id),
+                    Turn::Paused => {
+                        live.paused = true;
+                        self.epoll.remove(live.reader.raw_fd());
+                    }
+                    Turn::Over(reason) => {
+                        log_end(id, reason);
+                        self.finish(id);
+                    }
+                }
+            }
+        }
+        // Connections still open (the control channel went away without StopReading).
+        let ids: Vec<u64> = self.conns.keys().copied().collect();
+        for id in ids {
+            self.finish(id);
+        }
+        let result = backend.shutdown();
+        write_stats(&mut recorder, &backend, true);
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        result.map_err(|e| io::Error::other(format!("backend shutdown failed: {e}")))
+    }
+
+    /// Handles what the accept loop and the writers posted; false once the owner must stop.
+    fn take_messages(&mut self, ready: &mut Vec<u64>) -> bool {
+        let mut wake = [0u8; 64];
+        let mut hung_up = false;
+        loop {
+            match (&self.watched).read(&mut wake) {
+                Ok(0) => {
+                    hung_up = true;
+                    break;
+                }
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
+        }
+        loop {
+            match self.rx.try_recv() {
+                Ok(OwnerMsg::Conn(id, reader, outbox)) => {
+                    if let Err(e) = self.epoll.add(reader.raw_fd(), id) {
+                        log::warn!("nbd: connection {id}: cannot watch the socket: {e}");
+                        outbox.reader_done();
+                        continue;
+                    }
+                    let session = Session::new(Arc::clone(&self.exports), self.cfg.limits);
+                    self.conns.insert(
+                        id,
+                        Live {
+                            session,
+                            reader,
+                            outbox,
+                            paused: false,
+                        },
+                    );
+                    // The greeting is due at once.
+                    ready.push(id);
+                }
+                Ok(OwnerMsg::Resume(id)) => {
+                    let Some(live) = self.conns.get(&id) else {
+                        continue;
+                    };
+                    if !live.paused {
+                        continue;
+                    }
+                    if let Err(e) = self.epoll.add(live.reader.raw_fd(), id) {
+                        // Never watched again: end it (finish sees it is still paused).
+                        log::warn!("nbd: connection {id}: cannot watch the socket: {e}");
+                        self.finish(id);
+                        continue;
+                    }
+                    if let Some(live) = self.conns.get_mut(&id) {
+                        live.paused = false;
+                    }
+                    ready.push(id);
+                }
+                Ok(OwnerMsg::StopReading) => {
+                    let ids: Vec<u64> = self.conns.keys().copied().collect();
+                    for id in ids {
+                        self.finish(id);
+                    }
+                }
+                Ok(OwnerMsg::Shutdown) | Err(mpsc::TryRecvError::Disconnected) => return false,
+                Err(mpsc::TryRecvError::Empty) => return !hung_up,
+            }
         }
     }
-    let result = backend.shutdown();
-    write_stats(&mut recorder, &backend, true);
-    result.map_err(|e| io::Error::other(format!("backend shutdown failed: {e}")))
+
+    /// Stops reading connection `id`; its writer sends what is queued, then closes it.
+    fn finish(&mut self, id: u64) {
+        if let Some(live) = self.conns.remove(&id) {
+            if !live.paused {
+                self.epoll.remove(live.reader.raw_fd());
+            }
+            live.outbox.reader_done();
+            let _ = live.reader.shutdown(Shutdown::Read);
+        }
+    }
+}
+
+/// One turn of a connection: runs what its session has buffered, reads its socket once if it
+/// needs input, and runs what that yields, up to [`REQUESTS_PER_TURN`] requests.
+fn turn<B: Backend>(
+    live: &mut Live,
+    buf: &mut [u8],
+    backend: &mut B,
+    exports: &[ExportInfo],
+    recorder: &mut Recorder,
+) -> Turn {
+    let mut read = false;
+    let mut requests = 0;
+    loop {
+        if live.outbox.pause_if_backed_up() {
+            return Turn::Paused;
+        }
+        match live.session.next_action() {
+            Some(Action::Send(bytes)) => {
+                if !live.outbox.send(bytes) {
+                    return Turn::Over(None);
+                }
+            }
+            Some(Action::Execute(req)) => {
+                let received = Instant::now();
+                let export = req.export;
+                let outcome = exec::execute(backend, exports, req);
+                recorder.record(export, &outcome, received.elapsed());
+                // Straight into the socket if it takes it.
+                if !live.outbox.send(outcome.reply) {
+                    return Turn::Over(None);
+                }
+                requests += 1;
+                if requests >= REQUESTS_PER_TURN {
+                    return Turn::More;
+                }
+            }
+            Some(Action::Close(reason)) => return Turn::Over(Some(reason)),
+            None if read => return Turn::Waiting,
+            None => {
+                read = true;
+                match live.reader.recv_nonblocking(buf) {
+                    Ok(None) => return Turn::Waiting,
+                    Ok(Some(0)) | Err(_) => return Turn::Over(None),
+                    Ok(Some(n)) => live.session.feed(&buf[..n]),
+                }
+            }
+        }
+    }
+}
+
+fn log_end(id: u64, reason: Option<CloseReason>) {
+    match reason {
+        Some(CloseReason::Protocol(why)) => {
+            log::warn!("nbd: connection {id}: protocol error: {why}; disconnecting");
+        }
+        Some(CloseReason::UnknownExport(name)) => {
+            log::warn!("nbd: connection {id}: unknown export {name:?}");
+        }
+        Some(r) => log::debug!("nbd: connection {id}: {r:?}"),
+        None => log::debug!("nbd: connection {id}: closed by the client"),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn reply(byte: u8, len: usize) -> Reply {
-        Reply {
-            bytes: vec![byte; len],
-            credit: len,
-        }
-    }
-
     #[test]
     fn outbox_keeps_replies_whole_and_in_order_when_the_socket_is_full() {
         let (ours, mut client) = UnixStream::pair().unwrap();
-        let credits = Arc::new(Credits::new(16, 64 << 20));
-        let out = Arc::new(Outbox::new(Conn::Unix(ours), Arc::clone(&credits)));
+        let out = Arc::new(Outbox::new(0, Conn::Unix(ours), 16, 64 << 20, None));
         let big = 8 << 20;
-        for len in [big, 100] {
-            assert!(credits.acquire(len));
-        }
         // Far more than a socket buffer: the socket takes a part, the rest is queued.
-        let owed = out.owe(big);
-        owed.deliver(reply(1, big).bytes);
+        assert!(out.send(vec![1; big]));
         assert_eq!(out.lock().queue.len(), 1);
         // Room in the socket again, but a reply is queued: this one must wait behind it.
         let mut head = vec![0u8; 64 << 10];
         client.read_exact(&mut head).unwrap();
         assert!(head.iter().all(|&b| b == 1));
-        out.send(reply(2, 100));
+        assert!(out.send(vec![2; 100]));
         assert_eq!(out.lock().queue.len(), 2);
         // The writer sends the rest in order and closes once the reader is done.
         let w = Arc::clone(&out);
@@ -985,42 +1143,51 @@ mod tests {
         let ones = big - head.len();
         assert!(rest[..ones].iter().all(|&b| b == 1));
         assert!(rest[ones..].iter().all(|&b| b == 2));
-        // Every credit came back.
-        let st = *credits.lock();
-        assert_eq!((st.count, st.bytes, st.closed), (0, 0, true));
+        let st = out.lock();
+        assert_eq!((st.count(), st.queued_bytes), (0, 0));
     }
 
     #[test]
-    fn an_undelivered_reply_releases_its_credit_and_the_writer_finishes() {
+    fn a_full_outbox_pauses_the_owner_until_the_writer_sent_half() {
         let (ours, mut client) = UnixStream::pair().unwrap();
-        let credits = Arc::new(Credits::new(16, 1 << 20));
-        let out = Arc::new(Outbox::new(Conn::Unix(ours), Arc::clone(&credits)));
-        assert!(credits.acquire(16));
-        let owed = out.owe(16);
+        let (ctl, rx, _watched) = Ctl::new().unwrap();
+        let out = Arc::new(Outbox::new(
+            7,
+            Conn::Unix(ours),
+            4,
+            64 << 20,
+            Some(Arc::new(ctl)),
+        ));
+        // The first reply fills the socket; the next ones queue up to the limit of 4.
+        assert!(out.send(vec![1; 4 << 20]));
+        assert!(!out.pause_if_backed_up());
+        for _ in 0..3 {
+            assert!(out.send(vec![2; 10]));
+        }
+        assert!(out.pause_if_backed_up());
+        assert!(rx.try_recv().is_err());
+        // The writer sends it all and tells the owner to read again.
         let w = Arc::clone(&out);
         let writer = thread::spawn(move || writer_main(&w));
+        let mut got = vec![0u8; (4 << 20) + 30];
+        client.read_exact(&mut got).unwrap();
+        assert!(matches!(
+            rx.recv_timeout(Duration::from_secs(60)),
+            Ok(OwnerMsg::Resume(7))
+        ));
         out.reader_done();
-        // The owner stopped without answering (its queue was dropped).
-        drop(owed);
         writer.join().unwrap();
-        let mut rest = Vec::new();
-        client.read_to_end(&mut rest).unwrap();
-        assert!(rest.is_empty());
-        let st = *credits.lock();
-        assert_eq!((st.count, st.bytes, st.closed), (0, 0, true));
+        assert!(!out.pause_if_backed_up());
     }
 
     #[test]
-    fn a_gone_client_breaks_the_outbox_and_wakes_the_reader() {
+    fn a_gone_client_breaks_the_outbox() {
         let (ours, client) = UnixStream::pair().unwrap();
         drop(client);
-        let credits = Arc::new(Credits::new(16, 1 << 20));
-        let out = Arc::new(Outbox::new(Conn::Unix(ours), Arc::clone(&credits)));
-        assert!(credits.acquire(16));
-        out.owe(16).deliver(vec![0; 16]);
+        let out = Arc::new(Outbox::new(0, Conn::Unix(ours), 16, 1 << 20, None));
+        assert!(!out.send(vec![0; 16]));
         assert!(out.lock().broken);
-        // A reader waiting for credit would now give up.
-        assert!(!credits.acquire(1));
-        assert_eq!(credits.lock().bytes, 0);
+        assert!(!out.send(vec![0; 16]));
+        assert!(!out.pause_if_backed_up());
     }
 }

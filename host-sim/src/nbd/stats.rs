@@ -1,8 +1,8 @@
 //! Per-export serving statistics, written as JSON to a stats file for `raidcore-sim status`.
 //!
-//! Latencies are wall-clock microseconds measured in the server from the moment a request was
-//! fully received until the backend finished it (queueing in the owner thread included, sending
-//! the reply excluded). They are for operators; tests never assert on them.
+//! Latencies are wall-clock microseconds measured in the owner thread from the moment it has
+//! parsed a request until the backend finished it (sending the reply excluded). They are for
+//! operators; tests never assert on them.
 
 use std::collections::BTreeMap;
 use std::io;
