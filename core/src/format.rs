@@ -5,8 +5,8 @@
 //!
 //! ## Member disk layout (all sizes in bytes)
 //! ```text
-//! 0          4 KiB      8 KiB          8 KiB + 8×4 KiB          + zil_slots×4 KiB
-//! | super A  | super B  | root ring (8 slots) | intent log ring (ZIL) | data area (strips) …
+//! 0         4 KiB                 36 KiB    40 KiB                           40 KiB + zil_slots×4 KiB
+//! | super A | root ring (8 slots) | super B | intent-log ring (zil_slots − 2) | flush marks (2) | data area …
 //! ```
 //! Both superblock copies are written in turn with a flush between them, so a torn write leaves
 //! the other valid. Checkpoint roots go round the ring, one slot per checkpoint generation, on
@@ -27,8 +27,10 @@ use serde::{Deserialize, Serialize};
 use crate::raid::{DiskState, Geometry};
 
 /// Format version written by this code; others are refused on import.
-/// (2: a rebuild cursor names the disk it belongs to.)
-pub const FORMAT_VERSION: u16 = 3;
+/// (2: a rebuild cursor names the disk it belongs to; 3: segment entries carry the sequence
+/// number their use began with; 4: the last [`FLUSH_MARK_SLOTS`] slots of the intent-log area
+/// hold flush marks, not ring records.)
+pub const FORMAT_VERSION: u16 = 4;
 /// Magic of a superblock ("RCSUPER1").
 pub const SUPER_MAGIC: u64 = u64::from_le_bytes(*b"RCSUPER1");
 /// Magic of a checkpoint root ("RCROOT01").
@@ -37,6 +39,11 @@ pub const ROOT_MAGIC: u64 = u64::from_le_bytes(*b"RCROOT01");
 pub const ITEM_MAGIC: u32 = u32::from_le_bytes(*b"RCIT");
 /// Magic of an intent-log record header.
 pub const ZIL_MAGIC: u32 = u32::from_le_bytes(*b"RCZL");
+/// Magic of a flush mark ("RCFM").
+pub const FLUSH_MARK_MAGIC: u32 = u32::from_le_bytes(*b"RCFM");
+/// Slots at the end of each member's intent-log area that hold [`FlushMark`]s, written in turn
+/// so a torn write of one leaves the other.
+pub const FLUSH_MARK_SLOTS: u32 = 2;
 
 /// Size of a label slot (superblock, root, intent-log block), in bytes.
 pub const SLOT_BYTES: usize = 4096;
@@ -868,6 +875,70 @@ impl ZilHeader {
     }
 }
 
+/// A flush mark: written to every member after a flush completed (its cache flushes returned),
+/// and never flushed itself. Finding one proves the log was durable up to byte `durable` of the
+/// stripe at `stripe_addr` (sequence `stripe_seq`). Import uses it to tell damage from a torn
+/// tail: roll-forward that stops short of the newest mark has met an item that more faults
+/// than the level tolerates destroyed, not one a power cut left unwritten.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct FlushMark {
+    /// First 8 bytes of the pool UUID.
+    pub pool: u64,
+    /// Log address of the stripe open at the flush.
+    pub stripe_addr: u64,
+    /// That stripe's sequence number.
+    pub stripe_seq: u64,
+    /// Bytes of that stripe durable at the flush.
+    pub durable: u32,
+    /// Mark sequence number (grows with every mark; the newest wins).
+    pub mark_seq: u64,
+}
+
+impl FlushMark {
+    /// Encodes into the first 64 bytes of `out`.
+    pub fn encode(&self, out: &mut [u8]) -> Result<(), FormatError> {
+        let b = out.get_mut(..HEADER_BYTES).ok_or(FormatError::Encode)?;
+        b.fill(0);
+        put(b, 0, &FLUSH_MARK_MAGIC.to_le_bytes());
+        put(b, 4, &FORMAT_VERSION.to_le_bytes());
+        put(b, 8, &self.pool.to_le_bytes());
+        put(b, 16, &self.stripe_addr.to_le_bytes());
+        put(b, 24, &self.stripe_seq.to_le_bytes());
+        put(b, 32, &self.durable.to_le_bytes());
+        put(b, 36, &self.mark_seq.to_le_bytes());
+        let crc = crc32c(b.get(..60).ok_or(FormatError::Encode)?);
+        put(b, 60, &crc.to_le_bytes());
+        Ok(())
+    }
+
+    /// Decodes and checks a mark; `stripe_bytes` bounds `durable` (a stripe's data bytes).
+    pub fn decode(b: &[u8], stripe_bytes: usize) -> Result<Self, FormatError> {
+        let b = b.get(..HEADER_BYTES).ok_or(FormatError::Bounds)?;
+        if get_u32(b, 0) != FLUSH_MARK_MAGIC {
+            return Err(FormatError::Magic);
+        }
+        if crc32c(b.get(..60).ok_or(FormatError::Bounds)?) != get_u32(b, 60) {
+            return Err(FormatError::Crc);
+        }
+        let v = get_u16(b, 4);
+        if v != FORMAT_VERSION {
+            return Err(FormatError::Version(v));
+        }
+        let m = FlushMark {
+            pool: get_u64(b, 8),
+            stripe_addr: get_u64(b, 16),
+            stripe_seq: get_u64(b, 24),
+            durable: get_u32(b, 32),
+            mark_seq: get_u64(b, 36),
+        };
+        if m.durable as usize >= stripe_bytes {
+            return Err(FormatError::Bounds);
+        }
+        Ok(m)
+    }
+}
+
 /// Longest list of unrecoverable LBAs kept.
 pub const BAD_LIST_MAX: usize = 64;
 
@@ -1096,6 +1167,27 @@ mod tests {
             e.encode(&mut s, i * SEG_ENTRY_BYTES);
             assert_eq!(SegEntry::decode(&s, i * SEG_ENTRY_BYTES), *e);
         }
+    }
+
+    #[test]
+    fn flush_mark_round_trip_and_checks() {
+        let m = FlushMark {
+            pool: 7,
+            stripe_addr: 3 << 16,
+            stripe_seq: 42,
+            durable: 4032,
+            mark_seq: 9,
+        };
+        let mut b = [0u8; 64];
+        m.encode(&mut b).unwrap();
+        assert_eq!(FlushMark::decode(&b, 65536), Ok(m));
+        // `durable` must lie inside the stripe.
+        assert_eq!(FlushMark::decode(&b, 4032), Err(FormatError::Bounds));
+        // A ring record is not a mark, nor a mark a ring record.
+        assert_eq!(ZilHeader::decode(&b, 1 << 20), Err(FormatError::Magic));
+        let mut torn = b;
+        torn[20] ^= 1;
+        assert_eq!(FlushMark::decode(&torn, 65536), Err(FormatError::Crc));
     }
 
     #[test]

@@ -46,6 +46,9 @@ pub(crate) struct LogEnd {
     pub stripe_addr: u64,
     pub stripe_seq: u64,
     pub items: u64,
+    /// Of those, items before the newest flush mark that no redundancy could rebuild (kept in
+    /// the map, so their blocks read as errors).
+    pub lost: u64,
     /// Stripes of the log's tail whose parity (or mirror copies) a crash left inconsistent,
     /// rewritten by [`State::resync_log_tail`].
     pub resynced: u64,
@@ -279,6 +282,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         let mut stripe_addr = cursor / sdb * sdb;
         let mut stripe_seq = root.log.next_stripe_seq;
         let mut items = 0;
+        let mut lost = 0;
         let mut asm = Assembly {
             stripe: stripe_addr,
             dirty: false,
@@ -319,6 +323,9 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             self.recovery_healed = false;
             let Some((h, hoff)) = self.read_header(b, cursor, seq, (seg_end - cursor) as usize)
             else {
+                if !apply && self.before_durable_mark(stripe_seq, cursor - stripe_addr) {
+                    return Err(IoError::LogLost { addr: cursor });
+                }
                 break;
             };
             let mut src = hoff;
@@ -340,6 +347,15 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
                     Ok((_, payload_off)) => {
                         src = payload_off - HEADER_BYTES;
                         avail = h.item_bytes();
+                    }
+                    // Before the newest flush mark an item no redundancy rebuilds is damage,
+                    // not a torn tail: keep it (its blocks read as errors, never as the older
+                    // data the map held) and go on to the items after it. Pass 2 follows the
+                    // path pass 1 took.
+                    Err(_)
+                        if apply || self.before_durable_mark(stripe_seq, cursor - stripe_addr) =>
+                    {
+                        lost += 1;
                     }
                     Err(_) => break,
                 }
@@ -371,8 +387,16 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             stripe_addr,
             stripe_seq,
             items,
+            lost,
             resynced: 0,
         })
+    }
+
+    /// Whether byte `off` of the stripe numbered `stripe_seq` lies before the position the
+    /// newest flush mark found at import names (so it was durable before the crash).
+    fn before_durable_mark(&self, stripe_seq: u64, off: u64) -> bool {
+        self.durable_mark
+            .is_some_and(|m| (stripe_seq, off) < (m.stripe_seq, u64::from(m.durable)))
     }
 
     /// Copies an item's checked bytes (`b.item[src..src + avail]`, zeros past `avail`) into the
@@ -447,7 +471,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         room: usize,
     ) -> Option<(ItemHeader, usize)> {
         let (h, off, rebuilt) = self.find_header(b, addr, room, SeqRule::Exact(seq))?;
-        self.recovery_healed |= rebuilt;
+        self.recovery_healed |= !rebuilt.is_empty();
         Some((h, off))
     }
 

@@ -375,14 +375,14 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
     /// its segment: it must decode, carry this pool's tag and its own address, fit, and have a
     /// sequence number `seq` accepts. Read plainly first, then with each
     /// [`suspect_set`](Self::suspect_set) rebuilt from redundancy. Returns the header, where it
-    /// starts in `b.item`, and whether a rebuild was needed.
+    /// starts in `b.item`, and the members its read left out (empty: the plain read checked).
     pub(crate) fn find_header(
         &mut self,
         b: &mut Bufs,
         addr: u64,
         room: usize,
         seq: SeqRule,
-    ) -> Option<(ItemHeader, usize, bool)> {
+    ) -> Option<(ItemHeader, usize, DiskSet)> {
         let mut k = 0;
         while let Some(ex) = self.suspect_set(k) {
             k += 1;
@@ -401,7 +401,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
                     SeqRule::AtLeast(s) => h.seq >= s,
                 }
             {
-                return Some((h, off, k > 1));
+                return Some((h, off, ex));
             }
         }
         None
@@ -504,7 +504,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
     /// of those strips was checked nowhere (see [`Array::heal_data`]).
     ///
     /// [`Array::heal_data`]: crate::raid::Array::heal_data
-    fn heal(&mut self, b: &mut Bufs, ptr: BlockPtr, at: usize, bad: DiskSet) {
+    pub(crate) fn heal(&mut self, b: &mut Bufs, ptr: BlockPtr, at: usize, bad: DiskSet) {
         let sdb = self.sdb() as u64;
         let strip = self.geo().strip_bytes() as u64;
         let (start, end) = (ptr.addr, ptr.addr + u64::from(ptr.len));

@@ -26,7 +26,9 @@
 use heapless::Vec;
 use raidcore_hal::BlockDevice;
 
-use crate::format::{HEADER_BYTES, ROOT_SLOTS, SECTOR, SLOT_BYTES, ZilHeader};
+use crate::format::{
+    FLUSH_MARK_SLOTS, FlushMark, HEADER_BYTES, ROOT_SLOTS, SECTOR, SLOT_BYTES, ZilHeader,
+};
 use crate::pool::IoError;
 use crate::pool::state::{Bufs, State};
 use crate::raid::{DiskSet, DiskState};
@@ -60,6 +62,41 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         (2 + u64::from(ROOT_SLOTS) + u64::from(slot)) * per
     }
 
+    /// Slots of each member's ring: the intent-log area less the flush-mark slots at its end.
+    fn zil_ring_slots(&self) -> u32 {
+        self.conf.layout.zil_slots.saturating_sub(FLUSH_MARK_SLOTS)
+    }
+
+    /// After a flush completed: writes a [`FlushMark`] naming the log position it made durable
+    /// to every writable member (not flushed: the next flush or checkpoint carries it), unless
+    /// the last mark already names that position. Marks alternate between the
+    /// [`FLUSH_MARK_SLOTS`] slots so a torn write leaves the previous one. A member that fails
+    /// the write is failed like any other; the mark is best effort (import without one reads
+    /// like before: roll-forward ends at the first item it cannot read).
+    pub(crate) fn write_flush_mark(&mut self, b: &mut Bufs) -> Result<(), IoError> {
+        let at = (self.log.stripe_seq, self.log.zil_done as u32);
+        if self.marked == Some(at) {
+            return Ok(());
+        }
+        let mark = FlushMark {
+            pool: self.conf.pool_tag,
+            stripe_addr: self.log.stripe_addr,
+            stripe_seq: at.0,
+            durable: at.1,
+            mark_seq: self.mark_seq,
+        };
+        let slot = b.meta.get_mut(..SLOT_BYTES).ok_or(IoError::Internal)?;
+        slot.fill(0);
+        mark.encode(slot).map_err(IoError::Corrupt)?;
+        let lba = self.zil_lba(self.zil_ring_slots() + (self.mark_seq % 2) as u32);
+        self.mark_seq = self.mark_seq.wrapping_add(1);
+        for d in 0..self.geo().disks() {
+            let _ = self.array.disk_write(d, lba, slot);
+        }
+        self.marked = Some(at);
+        self.after_membership_change()
+    }
+
     /// Copies of each record: the level's tolerance plus one, at most [`MAX_COPIES`].
     fn zil_copies(&self) -> usize {
         (self.geo().tolerance() + 1).min(MAX_COPIES)
@@ -89,7 +126,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         if self.log.zil_records + records > MAX_RECORDS_PER_STRIPE {
             return Ok(false);
         }
-        let zil_slots = self.conf.layout.zil_slots;
+        let zil_slots = self.zil_ring_slots();
         let copies = self.zil_copies();
         // The members each record of this call reached.
         let mut reached: Vec<DiskSet, { MAX_RECORDS_PER_STRIPE as usize }> = Vec::new();
@@ -197,11 +234,12 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
 
     /// Scans every present member's ring for the records of the newest stripe with a sequence
     /// number of at least `min_stripe_seq`, verifies their payloads, and keeps them in
-    /// `self.zil_refs` (sorted by record sequence) for [`State::zil_patch`].
+    /// `self.zil_refs` (sorted by record sequence) for [`State::zil_patch`]. Keeps the
+    /// furthest flush mark at or past that stripe in `self.durable_mark`.
     pub(crate) fn zil_scan(&mut self, b: &mut Bufs, min_stripe_seq: u64) -> Result<(), IoError> {
         self.zil_refs.clear();
         let n = self.geo().disks();
-        let zil_slots = self.conf.layout.zil_slots;
+        let zil_slots = self.zil_ring_slots();
         let sdb = self.sdb();
         let mut newest: Option<(u64, u64)> = None;
         for pass in 0..2 {
@@ -257,6 +295,30 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
                         }
                     }
                     slot += slots;
+                }
+            }
+        }
+        self.durable_mark = None;
+        for d in 0..n {
+            for k in 0..FLUSH_MARK_SLOTS {
+                let lba = self.zil_lba(zil_slots + k);
+                let one = b.meta.get_mut(..SLOT_BYTES).ok_or(IoError::Internal)?;
+                if self.array.disk_read(d, lba, one).is_err() {
+                    continue;
+                }
+                let Ok(m) = FlushMark::decode(one, sdb) else {
+                    continue;
+                };
+                if m.pool != self.conf.pool_tag || m.stripe_seq < min_stripe_seq {
+                    continue;
+                }
+                self.mark_seq = self.mark_seq.max(m.mark_seq.saturating_add(1));
+                // Positions only grow within one run of the pool: the furthest is the newest.
+                if self
+                    .durable_mark
+                    .is_none_or(|x| (m.stripe_seq, m.durable) > (x.stripe_seq, x.durable))
+                {
+                    self.durable_mark = Some(m);
                 }
             }
         }

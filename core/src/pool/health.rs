@@ -13,7 +13,7 @@ use raidcore_hal::{BlockDevice, ErrorKind};
 use super::state::{Bufs, Rebuild, Scrub, Spare, State};
 use super::{IoError, Pool};
 use crate::event::Event;
-use crate::format::{BadRange, ItemKind, SegState};
+use crate::format::{self, BadRange, ItemKind, SLOT_BYTES, SegState, Superblock};
 use crate::log::{Expect, SeqRule};
 use crate::raid::{ArrayError, Column, DiskErrors, DiskSet, DiskState, Level};
 
@@ -293,8 +293,12 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             if self.array.failed() != self.recorded_failed() {
                 self.rebuild = Some(r);
                 self.on_members_failed()?;
+                // Go on only with the same rebuild: when the target itself failed and a spare
+                // took its slot, a new rebuild starts at stripe 0, and carrying on from this
+                // cursor would call the new disk rebuilt below stripes it never received
+                // (campaign seed 153).
                 match self.rebuild {
-                    Some(x) if x.disk == r.disk => {}
+                    Some(x) if x.disk == r.disk && x.next_stripe == r.next_stripe => {}
                     _ => return Ok(done),
                 }
             }
@@ -410,6 +414,12 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             sc.next_segment += 1;
         }
         if sc.next_segment >= self.segments() {
+            // Labels too: a superblock copy that fails its checks or is older (a crash during a
+            // configuration write) is rewritten: with the other copy rotting as well, the
+            // member could no longer be identified at import. Not counted as repaired data.
+            if !self.superblocks_intact() {
+                self.write_config()?;
+            }
             self.scrub = None;
             self.last_scrub = (sc.repaired, sc.unrepairable);
             self.array.events_mut().push(Event::ScrubDone {
@@ -434,6 +444,34 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             }
         }
         Ok(done)
+    }
+
+    /// Whether both superblock copies of every member not failed, and of every spare, read
+    /// back, decode, and carry the current generation.
+    fn superblocks_intact(&mut self) -> bool {
+        let per = (SLOT_BYTES / self.geo().block_bytes()) as u64;
+        let generation = self.conf.generation;
+        let mut slot = [0u8; SLOT_BYTES];
+        let current =
+            |slot: &[u8]| Superblock::decode(slot).is_ok_and(|sb| sb.generation == generation);
+        for copy in 0..2u32 {
+            let lba = u64::from(format::superblock_slot(copy)) * per;
+            for d in 0..self.geo().disks() {
+                let up = self
+                    .array
+                    .member(d)
+                    .is_some_and(|m| m.is_present() && m.state() != DiskState::Failed);
+                if up && (self.array.disk_read(d, lba, &mut slot).is_err() || !current(&slot)) {
+                    return false;
+                }
+            }
+            for sp in &mut self.spares {
+                if sp.disk.read(lba, &mut slot).is_err() || !current(&slot) {
+                    return false;
+                }
+            }
+        }
+        true
     }
 
     /// Verifies one stripe; repairs a member the check names, or parity when the data checks.
@@ -642,13 +680,26 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         while cursor < end {
             // A damaged header: reconstruct it without each member in turn (the item read then
             // finds and heals the bad column).
-            let Some(h) = self
-                .find_header(b, cursor, (end - cursor) as usize, rule)
-                .map(|(h, _, _)| h)
+            let Some((h, off, rebuilt)) =
+                self.find_header(b, cursor, (end - cursor) as usize, rule)
             else {
                 break;
             };
             rule = rule.after(h.seq);
+            if h.kind == ItemKind::Pad && !rebuilt.is_empty() {
+                // No item read follows for a pad: heal its header here, or the next copy kept
+                // over the others (a mirror's first) could carry the damage to every member
+                // and end every later walk at this pad (campaign seed 6523).
+                let hdr = crate::format::BlockPtr {
+                    addr: cursor,
+                    len: crate::format::HEADER_BYTES as u32,
+                    crc: 0,
+                };
+                self.heal(b, hdr, off, rebuilt);
+                healed_in_range |= watch.is_some_and(|(lo, hi)| {
+                    cursor < hi && cursor + crate::format::HEADER_BYTES as u64 > lo
+                });
+            }
             if h.kind != ItemKind::Pad {
                 let ptr = crate::format::BlockPtr {
                     addr: cursor,

@@ -119,6 +119,14 @@ pub enum IoError {
     LogFull,
     /// The map cache has no evictable page (configure more cache pages).
     CacheFull,
+    /// Import: the log is unreadable at address `addr` (bytes), before the position the last
+    /// completed flush made durable. More faults than the level tolerates destroyed an item
+    /// header there, so the writes acknowledged after it cannot be found; importing anyway
+    /// would serve their blocks' older data as current.
+    LogLost {
+        /// Log address (bytes) of the unreadable item.
+        addr: u64,
+    },
     /// An internal invariant did not hold (a bug); the operation was abandoned.
     Internal,
 }
@@ -131,6 +139,11 @@ impl core::fmt::Display for IoError {
             IoError::Misaligned => f.write_str("buffer is not a whole number of 4 KiB blocks"),
             IoError::NoSpace => f.write_str("pool is full"),
             IoError::Unrecoverable { lun, lba } => write!(f, "LUN {lun} LBA {lba}: data lost"),
+            IoError::LogLost { addr } => write!(
+                f,
+                "log unreadable at address {addr}, before the last flush's end: more faults \
+                 than the level tolerates; acknowledged writes after it are lost"
+            ),
             IoError::Faulted => {
                 f.write_str("pool faulted: more member failures than the level tolerates")
             }
@@ -275,6 +288,10 @@ pub struct ImportReport {
     pub root_gen: u64,
     /// Log items replayed after it.
     pub items_replayed: u64,
+    /// Of those, items written before the last completed flush that no redundancy could
+    /// rebuild (more faults than the level tolerates): their blocks read as
+    /// [`IoError::Unrecoverable`] until rewritten.
+    pub items_lost: u64,
     /// Intent-log records applied.
     pub zil_records: u32,
     /// Stripes written since the checkpoint whose parity (or mirror copies) the crash left
@@ -652,6 +669,9 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             zil: [ZilRing::default(); 32],
             zil_record_seq: 0,
             zil_rr: 0,
+            mark_seq: 0,
+            marked: None,
+            durable_mark: None,
             root_gen: 0,
             luns: Vec::new(),
             table_ptrs: [BlockPtr::NONE; 3],
@@ -849,6 +869,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         let end = st.recover(&mut b, &root).map_err(OpenError::Io)?;
         report.root_gen = root.root_gen;
         report.items_replayed = end.items;
+        report.items_lost = end.lost;
         report.resynced_stripes = end.resynced;
         report.zil_records = st.zil_refs.len() as u32;
         if st.array.failed() != st.recorded_failed() || missing > 0 {
@@ -1186,12 +1207,18 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
 
     /// Flushes and checkpoints, then hands back the member disks (slot order; `None` for
     /// missing ones), the spares and the arena.
+    ///
+    /// # Errors
+    /// The flush's or checkpoint's error; [`IoError::Faulted`] for a faulted pool, which can
+    /// make nothing durable (writes acknowledged since its last flush are lost; a success here
+    /// would say otherwise). [`Pool::into_parts`] takes a faulted pool apart.
     pub fn shutdown(mut self) -> Result<PoolParts<D, M, N>, IoError> {
-        if !self.st.faulted {
-            let (st, mut b) = self.bufs()?;
-            st.flush(&mut b)?;
-            st.checkpoint(&mut b)?;
+        if self.st.faulted {
+            return Err(IoError::Faulted);
         }
+        let (st, mut b) = self.bufs()?;
+        st.flush(&mut b)?;
+        st.checkpoint(&mut b)?;
         Ok(self.into_parts())
     }
 
@@ -1233,7 +1260,8 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
     State<D, N, L, P, S>
 {
     /// Flush: close open extents, make written stripes durable, copy the open stripe's new
-    /// bytes to the intent log (or seal the stripe when the intent log cannot take them).
+    /// bytes to the intent log (or seal the stripe when the intent log cannot take them), then
+    /// leave a flush mark naming the position now durable.
     pub(crate) fn flush(&mut self, b: &mut Bufs) -> Result<(), IoError> {
         self.close_all_streams(b)?;
         // Deliberate bug for the fault campaign's self-test: acknowledge before durable.
@@ -1257,7 +1285,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         if self.faulted {
             return Err(IoError::Faulted);
         }
-        Ok(())
+        self.write_flush_mark(b)
     }
 
     /// Bytes a checkpoint would append now: dirty map pages and the ancestors their new

@@ -315,6 +315,13 @@ pub(crate) struct State<D, const N: usize, const L: usize, const P: usize, const
     pub zil: [ZilRing; 32],
     pub zil_record_seq: u64,
     pub zil_rr: usize,
+    /// Sequence number of the next flush mark.
+    pub mark_seq: u64,
+    /// `(stripe_seq, durable bytes)` the last flush mark written recorded (none written since
+    /// this pool was opened: `None`).
+    pub marked: Option<(u64, u32)>,
+    /// During import: the newest flush mark found ([`State::zil_scan`]).
+    pub durable_mark: Option<format::FlushMark>,
     pub root_gen: u64,
     pub luns: Vec<Lun, L>,
     /// Durable pointers of the tables the last checkpoint wrote (dead once the next is written).
