@@ -443,14 +443,28 @@ fn print_status(dp: &mut DirPool, json: bool) -> Result<(), Failure> {
 }
 
 fn open(dir: &Path) -> Result<DirPool, Failure> {
-    Ok(DirPool::open(
+    let dp = DirPool::open(
         dir,
         PoolConfig::default(),
         &HwOptions {
             model: Some(ModelKind::Instant),
             ..HwOptions::default()
         },
-    )?)
+    )?;
+    warn_lost_items(&dp);
+    Ok(dp)
+}
+
+/// Tells the operator when import kept log items that no redundancy could rebuild (more faults
+/// than the level tolerates): their blocks read as errors until rewritten.
+fn warn_lost_items(dp: &DirPool) {
+    let lost = dp.import.items_lost;
+    if lost > 0 {
+        eprintln!(
+            "raidcore-sim: warning: import found {lost} log item(s) written before the last \
+             flush that no redundancy could rebuild; their blocks read as errors until rewritten"
+        );
+    }
 }
 
 fn create(a: &CreateArgs) -> Result<(), Failure> {
@@ -572,6 +586,7 @@ fn serve(a: &ServeArgs) -> Result<(), Failure> {
             },
         )
         .map_err(std::io::Error::other)?;
+        warn_lost_items(&dp);
         for l in dp.pool.luns() {
             eprintln!(
                 "raidcore-sim: serving export {:?} ({})",

@@ -68,8 +68,9 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
     }
 
     /// After a flush completed: writes a [`FlushMark`] naming the log position it made durable
-    /// to every writable member (not flushed: the next flush or checkpoint carries it), unless
-    /// the last mark already names that position. Marks alternate between the
+    /// to as many writable members as an intent-log record goes to (the level's tolerance plus
+    /// one; not flushed: the next flush or checkpoint carries it), unless the last mark already
+    /// names that position. Marks alternate between the
     /// [`FLUSH_MARK_SLOTS`] slots so a torn write leaves the previous one. A member that fails
     /// the write is failed like any other; the mark is best effort (import without one reads
     /// like before: roll-forward ends at the first item it cannot read).
@@ -89,9 +90,18 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         slot.fill(0);
         mark.encode(slot).map_err(IoError::Corrupt)?;
         let lba = self.zil_lba(self.zil_ring_slots() + (self.mark_seq % 2) as u32);
+        // As many copies as intent-log records get, on members taken in turn.
+        let n = self.geo().disks();
+        let first = (self.mark_seq % n as u64) as usize;
         self.mark_seq = self.mark_seq.wrapping_add(1);
-        for d in 0..self.geo().disks() {
-            let _ = self.array.disk_write(d, lba, slot);
+        let mut written = 0;
+        for k in 0..n {
+            if written == self.zil_copies() {
+                break;
+            }
+            if self.array.disk_write((first + k) % n, lba, slot).is_ok() {
+                written += 1;
+            }
         }
         self.marked = Some(at);
         self.after_membership_change()

@@ -1260,8 +1260,8 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
     State<D, N, L, P, S>
 {
     /// Flush: close open extents, make written stripes durable, copy the open stripe's new
-    /// bytes to the intent log (or seal the stripe when the intent log cannot take them), then
-    /// leave a flush mark naming the position now durable.
+    /// bytes to the intent log (or seal the stripe when the intent log cannot take them), then,
+    /// when whole stripes became durable, leave a flush mark naming the position now durable.
     pub(crate) fn flush(&mut self, b: &mut Bufs) -> Result<(), IoError> {
         self.close_all_streams(b)?;
         // Deliberate bug for the fault campaign's self-test: acknowledge before durable.
@@ -1269,7 +1269,9 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         if crate::mutate::active(crate::mutate::Mutation::EarlyFlush) {
             return Ok(());
         }
-        if self.log.unflushed_stripes > 0 {
+        // Whether this flush made whole stripes durable (a flush mark is due, see below).
+        let mut stripes = self.log.unflushed_stripes > 0;
+        if stripes {
             self.array.flush();
             self.after_membership_change()?;
             self.log.unflushed_stripes = 0;
@@ -1281,11 +1283,19 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             self.after_membership_change()?;
             self.log.unflushed_stripes = 0;
             self.zil_obsolete();
+            stripes = true;
         }
         if self.faulted {
             return Err(IoError::Faulted);
         }
-        self.write_flush_mark(b)
+        // A mark only after whole stripes became durable: one extra write per member per
+        // stripe, not per flush. A flush that wrote only intent-log records (a FUA write into
+        // the open stripe) costs no extra write; marking those made write-through workloads
+        // on disks that seek several times slower (the demo's baseline: 1 566 IOPS to 176).
+        if stripes {
+            self.write_flush_mark(b)?;
+        }
+        Ok(())
     }
 
     /// Bytes a checkpoint would append now: dirty map pages and the ancestors their new
