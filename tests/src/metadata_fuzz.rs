@@ -432,6 +432,13 @@ mod tests {
     }
 
     #[test]
+    fn fuzz_found_root_head_outside_its_segment_is_an_error_not_a_panic() {
+        // libFuzzer (CI, `decode_metadata`): a patched root whose log head lies past the end of
+        // its first reserved segment made roll-forward subtract with overflow.
+        check_decode_metadata(&[10, 3, 7, 3, 1, 3, 48]).unwrap();
+    }
+
+    #[test]
     fn seeded_inputs_never_panic_or_return_other_data() {
         let n = std::env::var("RC_FUZZ_CASES")
             .ok()

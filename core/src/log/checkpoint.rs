@@ -305,7 +305,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
                     break;
                 };
                 // The stripes up to the segment's end were all written.
-                stripe_seq += (seg_end - stripe_addr) / sdb;
+                stripe_seq += seg_end.saturating_sub(stripe_addr) / sdb;
                 res_idx += 1;
                 cursor = self.seg_start(next);
                 stripe_addr = cursor;
@@ -323,7 +323,9 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             self.recovery_healed = false;
             let Some((h, hoff)) = self.read_header(b, cursor, seq, (seg_end - cursor) as usize)
             else {
-                if !apply && self.before_durable_mark(stripe_seq, cursor - stripe_addr) {
+                if !apply
+                    && self.before_durable_mark(stripe_seq, cursor.saturating_sub(stripe_addr))
+                {
                     return Err(IoError::LogLost { addr: cursor });
                 }
                 break;
@@ -353,7 +355,11 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
                     // data the map held) and go on to the items after it. Pass 2 follows the
                     // path pass 1 took.
                     Err(_)
-                        if apply || self.before_durable_mark(stripe_seq, cursor - stripe_addr) =>
+                        if apply
+                            || self.before_durable_mark(
+                                stripe_seq,
+                                cursor.saturating_sub(stripe_addr),
+                            ) =>
                     {
                         lost += 1;
                     }
