@@ -5,9 +5,54 @@
 //! where an error was due. A flush now leaves a flush mark naming the position it made durable;
 //! import keeps a damaged item before that position (its blocks read as errors) and goes on,
 //! and refuses the pool (`IoError::LogLost`) when the damaged item's header is gone too. A
-//! shutdown of a faulted pool now fails instead of reporting success (seed 4083).
+//! shutdown of a faulted pool now fails instead of reporting success (seed 4083). Seed 1180: a
+//! RAID-6 with two members failed lost the tail of FUA writes that only intent-log records held;
+//! while members are out of sync every flush now leaves a mark.
 
 use raidcore_tests::assert_history_passes;
+
+const SEED_1180: &str = "\
+shape seed=1180 level=raid6 disks=8 spares=0 block=4096 disk_blocks=560 strip=16384 extent=2 compress=1 zil=64 seg_stripes=3 reserved=4 cleaner=1 step=8 idle=276 cache=1048576
+create_lun blocks=255
+create_lun blocks=54
+create_lun blocks=24
+write lun=2 lba=0 blocks=27 fua=0 tag=3
+flush
+power_cut shuffle=2075305064
+arm_power_cut writes=87 shuffle=3716057336
+write lun=2 lba=23 blocks=1 fua=0 tag=20
+lose slot=1
+flush
+write lun=0 lba=165 blocks=3 fua=0 tag=21
+write lun=0 lba=29 blocks=1 fua=0 tag=22
+write lun=0 lba=10 blocks=1 fua=0 tag=24
+flush
+write lun=1 lba=29 blocks=1 fua=0 tag=25
+write lun=0 lba=29 blocks=1 fua=0 tag=27
+write lun=0 lba=12 blocks=2 fua=1 tag=28
+write lun=1 lba=11 blocks=1 fua=0 tag=39
+write lun=0 lba=8 blocks=1 fua=0 tag=40
+write lun=1 lba=13 blocks=1 fua=0 tag=42
+flush
+write lun=1 lba=9 blocks=1 fua=0 tag=43
+exceed silent=0 pick=841717594
+flush
+write lun=1 lba=10 blocks=1 fua=0 tag=45
+write lun=1 lba=14 blocks=4 fua=0 tag=46
+write lun=1 lba=18 blocks=23 fua=0 tag=47
+write lun=1 lba=9 blocks=1 fua=0 tag=48
+flush
+write lun=1 lba=74 blocks=1 fua=0 tag=49
+write lun=0 lba=20 blocks=15 fua=0 tag=55
+write lun=1 lba=43 blocks=1 fua=0 tag=60
+write lun=0 lba=167 blocks=1 fua=0 tag=61
+write lun=1 lba=45 blocks=1 fua=0 tag=63
+write lun=0 lba=38 blocks=4 fua=0 tag=64
+write lun=0 lba=29 blocks=6 fua=0 tag=65
+write lun=0 lba=127 blocks=1 fua=0 tag=66
+write lun=0 lba=31 blocks=13 fua=0 tag=67
+write lun=0 lba=234 blocks=1 fua=1 tag=68
+";
 
 const SEED_4007: &str = "\
 shape seed=4007 level=raid6 disks=6 spares=0 block=4096 disk_blocks=698 strip=4096 extent=16 compress=1 zil=24 seg_stripes=2 reserved=4 cleaner=1 step=16 idle=180 cache=262144
@@ -64,4 +109,9 @@ fn a_lost_item_header_before_the_flush_mark_refuses_import() {
 #[test]
 fn shutdown_of_a_faulted_pool_fails() {
     assert_history_passes(SEED_4083);
+}
+
+#[test]
+fn fua_writes_on_a_degraded_raid6_past_tolerance_read_errors_not_old_data() {
+    assert_history_passes(SEED_1180);
 }
