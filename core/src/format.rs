@@ -222,6 +222,45 @@ pub struct ItemHeader {
     pub addr: u64,
 }
 
+/// Framing shared by the fixed 64-byte headers ([`ItemHeader`], [`ZilHeader`], [`FlushMark`]):
+/// a 4-byte magic at 0 and the CRC32C of bytes 0..60 at 60. Zeroes the header at the start of
+/// `out`, writes `magic`, and returns it for the caller's fields.
+fn header_mut(out: &mut [u8], magic: u32) -> Result<&mut [u8], FormatError> {
+    let b = out.get_mut(..HEADER_BYTES).ok_or(FormatError::Encode)?;
+    b.fill(0);
+    put(b, 0, &magic.to_le_bytes());
+    Ok(b)
+}
+
+/// Writes the CRC32C of a framed header's bytes 0..60 at 60 (the last step of encoding).
+fn seal_header(b: &mut [u8]) -> Result<(), FormatError> {
+    let crc = crc32c(b.get(..60).ok_or(FormatError::Encode)?);
+    put(b, 60, &crc.to_le_bytes());
+    Ok(())
+}
+
+/// The 64-byte header at the start of `b`, once its magic is `magic` and its CRC checks.
+fn checked_header(b: &[u8], magic: u32) -> Result<&[u8], FormatError> {
+    let b = b.get(..HEADER_BYTES).ok_or(FormatError::Bounds)?;
+    if get_u32(b, 0) != magic {
+        return Err(FormatError::Magic);
+    }
+    if crc32c(b.get(..60).ok_or(FormatError::Bounds)?) != get_u32(b, 60) {
+        return Err(FormatError::Crc);
+    }
+    Ok(b)
+}
+
+/// [`checked_header`] for headers that carry [`FORMAT_VERSION`] at byte 4.
+fn checked_versioned_header(b: &[u8], magic: u32) -> Result<&[u8], FormatError> {
+    let b = checked_header(b, magic)?;
+    let v = get_u16(b, 4);
+    if v != FORMAT_VERSION {
+        return Err(FormatError::Version(v));
+    }
+    Ok(b)
+}
+
 impl ItemHeader {
     /// Bytes the whole item occupies in the log (header + payload, rounded to 64 bytes).
     #[must_use]
@@ -231,9 +270,7 @@ impl ItemHeader {
 
     /// Encodes into the first 64 bytes of `out` (which must be at least that long).
     pub fn encode(&self, out: &mut [u8]) -> Result<(), FormatError> {
-        let b = out.get_mut(..HEADER_BYTES).ok_or(FormatError::Encode)?;
-        b.fill(0);
-        put(b, 0, &ITEM_MAGIC.to_le_bytes());
+        let b = header_mut(out, ITEM_MAGIC)?;
         put(b, 4, &[self.kind as u8, self.flags]);
         put(b, 6, &self.lun.to_le_bytes());
         put(b, 8, &self.lba.to_le_bytes());
@@ -244,20 +281,12 @@ impl ItemHeader {
         put(b, 32, &self.seq.to_le_bytes());
         put(b, 40, &self.pool.to_le_bytes());
         put(b, 48, &self.addr.to_le_bytes());
-        let crc = crc32c(b.get(..60).ok_or(FormatError::Encode)?);
-        put(b, 60, &crc.to_le_bytes());
-        Ok(())
+        seal_header(b)
     }
 
     /// Decodes and checks a header (magic, CRC, kind, lengths up to `max_payload` bytes).
     pub fn decode(b: &[u8], max_payload: usize) -> Result<Self, FormatError> {
-        let b = b.get(..HEADER_BYTES).ok_or(FormatError::Bounds)?;
-        if get_u32(b, 0) != ITEM_MAGIC {
-            return Err(FormatError::Magic);
-        }
-        if crc32c(b.get(..60).ok_or(FormatError::Bounds)?) != get_u32(b, 60) {
-            return Err(FormatError::Crc);
-        }
+        let b = checked_header(b, ITEM_MAGIC)?;
         let kind = ItemKind::from_u8(b.get(4).copied().unwrap_or(0)).ok_or(FormatError::Bounds)?;
         let h = ItemHeader {
             kind,
@@ -830,9 +859,7 @@ pub struct ZilHeader {
 impl ZilHeader {
     /// Encodes into the first 64 bytes of `out`.
     pub fn encode(&self, out: &mut [u8]) -> Result<(), FormatError> {
-        let b = out.get_mut(..HEADER_BYTES).ok_or(FormatError::Encode)?;
-        b.fill(0);
-        put(b, 0, &ZIL_MAGIC.to_le_bytes());
+        let b = header_mut(out, ZIL_MAGIC)?;
         put(b, 4, &FORMAT_VERSION.to_le_bytes());
         put(b, 8, &self.pool.to_le_bytes());
         put(b, 16, &self.stripe_addr.to_le_bytes());
@@ -841,24 +868,12 @@ impl ZilHeader {
         put(b, 36, &self.len.to_le_bytes());
         put(b, 40, &self.payload_crc.to_le_bytes());
         put(b, 44, &self.record_seq.to_le_bytes());
-        let crc = crc32c(b.get(..60).ok_or(FormatError::Encode)?);
-        put(b, 60, &crc.to_le_bytes());
-        Ok(())
+        seal_header(b)
     }
 
     /// Decodes and checks a record header; `max_len` bounds the payload length.
     pub fn decode(b: &[u8], max_len: usize) -> Result<Self, FormatError> {
-        let b = b.get(..HEADER_BYTES).ok_or(FormatError::Bounds)?;
-        if get_u32(b, 0) != ZIL_MAGIC {
-            return Err(FormatError::Magic);
-        }
-        if crc32c(b.get(..60).ok_or(FormatError::Bounds)?) != get_u32(b, 60) {
-            return Err(FormatError::Crc);
-        }
-        let v = get_u16(b, 4);
-        if v != FORMAT_VERSION {
-            return Err(FormatError::Version(v));
-        }
+        let b = checked_versioned_header(b, ZIL_MAGIC)?;
         let h = ZilHeader {
             pool: get_u64(b, 8),
             stripe_addr: get_u64(b, 16),
@@ -898,33 +913,19 @@ pub struct FlushMark {
 impl FlushMark {
     /// Encodes into the first 64 bytes of `out`.
     pub fn encode(&self, out: &mut [u8]) -> Result<(), FormatError> {
-        let b = out.get_mut(..HEADER_BYTES).ok_or(FormatError::Encode)?;
-        b.fill(0);
-        put(b, 0, &FLUSH_MARK_MAGIC.to_le_bytes());
+        let b = header_mut(out, FLUSH_MARK_MAGIC)?;
         put(b, 4, &FORMAT_VERSION.to_le_bytes());
         put(b, 8, &self.pool.to_le_bytes());
         put(b, 16, &self.stripe_addr.to_le_bytes());
         put(b, 24, &self.stripe_seq.to_le_bytes());
         put(b, 32, &self.durable.to_le_bytes());
         put(b, 36, &self.mark_seq.to_le_bytes());
-        let crc = crc32c(b.get(..60).ok_or(FormatError::Encode)?);
-        put(b, 60, &crc.to_le_bytes());
-        Ok(())
+        seal_header(b)
     }
 
     /// Decodes and checks a mark; `stripe_bytes` bounds `durable` (a stripe's data bytes).
     pub fn decode(b: &[u8], stripe_bytes: usize) -> Result<Self, FormatError> {
-        let b = b.get(..HEADER_BYTES).ok_or(FormatError::Bounds)?;
-        if get_u32(b, 0) != FLUSH_MARK_MAGIC {
-            return Err(FormatError::Magic);
-        }
-        if crc32c(b.get(..60).ok_or(FormatError::Bounds)?) != get_u32(b, 60) {
-            return Err(FormatError::Crc);
-        }
-        let v = get_u16(b, 4);
-        if v != FORMAT_VERSION {
-            return Err(FormatError::Version(v));
-        }
+        let b = checked_versioned_header(b, FLUSH_MARK_MAGIC)?;
         let m = FlushMark {
             pool: get_u64(b, 8),
             stripe_addr: get_u64(b, 16),
