@@ -31,7 +31,7 @@ use crate::format::{
 };
 use crate::pool::IoError;
 use crate::pool::state::{Bufs, State};
-use crate::raid::{DiskSet, DiskState};
+use crate::raid::DiskSet;
 
 /// Records one stripe may collect before a flush seals it instead.
 pub(crate) const MAX_RECORDS_PER_STRIPE: u32 = 32;
@@ -155,10 +155,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
                     break;
                 }
                 let d = (self.zil_rr + k) % n;
-                let writable = self
-                    .array
-                    .member(d)
-                    .is_some_and(|m| m.is_present() && m.state() != DiskState::Failed);
+                let writable = self.array.writable(d);
                 let Some(r) = self.zil.get(d) else { continue };
                 if !writable {
                     continue;
@@ -173,13 +170,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
                 }
             }
             self.zil_rr = (self.zil_rr + 1) % n;
-            let writable_members = (0..n)
-                .filter(|&d| {
-                    self.array
-                        .member(d)
-                        .is_some_and(|m| m.is_present() && m.state() != DiskState::Failed)
-                })
-                .count();
+            let writable_members = (0..n).filter(|&d| self.array.writable(d)).count();
             if chosen.len() < copies.min(writable_members) || chosen.is_empty() {
                 return Ok(false);
             }

@@ -457,11 +457,9 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         for copy in 0..2u32 {
             let lba = u64::from(format::superblock_slot(copy)) * per;
             for d in 0..self.geo().disks() {
-                let up = self
-                    .array
-                    .member(d)
-                    .is_some_and(|m| m.is_present() && m.state() != DiskState::Failed);
-                if up && (self.array.disk_read(d, lba, &mut slot).is_err() || !current(&slot)) {
+                if self.array.writable(d)
+                    && (self.array.disk_read(d, lba, &mut slot).is_err() || !current(&slot))
+                {
                     return false;
                 }
             }
@@ -690,14 +688,14 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
                 // No item read follows for a pad: heal its header here, or the next copy kept
                 // over the others (a mirror's first) could carry the damage to every member
                 // and end every later walk at this pad (campaign seed 6523).
-                let hdr = crate::format::BlockPtr {
+                let hdr = format::BlockPtr {
                     addr: cursor,
-                    len: crate::format::HEADER_BYTES as u32,
+                    len: format::HEADER_BYTES as u32,
                     crc: 0,
                 };
                 self.heal(b, hdr, off, rebuilt);
                 healed_in_range |= watch.is_some_and(|(lo, hi)| {
-                    cursor < hi && cursor + crate::format::HEADER_BYTES as u64 > lo
+                    cursor < hi && cursor + format::HEADER_BYTES as u64 > lo
                 });
             }
             if h.kind != ItemKind::Pad {

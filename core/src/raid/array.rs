@@ -456,7 +456,9 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
         })
     }
 
-    fn writable(&self, disk: Slot) -> bool {
+    /// Whether member `disk` takes writes: present and not failed (online or rebuilding).
+    #[must_use]
+    pub fn writable(&self, disk: usize) -> bool {
         self.members
             .get(disk)
             .is_some_and(|m| m.disk.is_some() && m.state != DiskState::Failed)
