@@ -24,7 +24,8 @@
 //!   multiplication by a constant through split-nibble `pshufb` tables (c·v = T_lo\[v & 15\] ⊕
 //!   T_hi\[v >> 4\]); parity outputs of 16 KiB or more are written with streaming (non-temporal)
 //!   stores, as ISA-L does, which saves the read-for-ownership of every parity line when the
-//!   stripe streams from memory, at some cost when the next reader wanted the parity in cache;
+//!   stripe streams from memory, except into the output buffer the previous call wrote when the
+//!   whole call fits in L2 (a reused parity scratch, which normal stores keep in cache);
 //! - aarch64 NEON (16-byte): the same with `tbl` (`vqtbl1q_u8`).
 //!
 //! The plain functions ([`gen_pq`], [`reconstruct`], …) use [`Kernel::selected`]: the best
