@@ -1055,8 +1055,8 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
     }
 
     /// [`Array::repair`]; with `check`, a chunk whose remaining redundancy (RAID-6 with one
-    /// column erased) disagrees with the reconstruction is not written and the result is
-    /// `Ok(false)` (see `reconstruct_range`).
+    /// column erased: see `reconstruct_range`; mirrors: the other surviving copies) disagrees
+    /// with what would be written is not written, and the result is `Ok(false)`.
     fn repair_checked(
         &mut self,
         stripe: u64,
@@ -1087,10 +1087,15 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
                 self.reconstruct_range(stripe, off, len, None, disks, disks, scratch, check)
             }
             Level::Raid1 | Level::Raid10 => {
-                let chunk = (scratch.len() / bb * bb).min(len);
+                // Checking compares the surviving copies, so it needs a second chunk buffer.
+                let parts = if check { 2 } else { 1 };
+                let chunk = (scratch.len() / parts / bb * bb).min(len);
+                if chunk == 0 {
+                    return Err(ArrayError::ScratchTooSmall);
+                }
                 let base = geo.stripe_lba(stripe);
                 for strip in 0..geo.data_strips() {
-                    let targets: Vec<usize, 32> = (0..geo.copies())
+                    let copies: Vec<usize, 32> = (0..geo.copies())
                         .filter_map(|c| {
                             geo.disk_of(
                                 stripe,
@@ -1100,19 +1105,22 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
                                 },
                             )
                         })
-                        .filter(|d| disks.contains(*d))
                         .collect();
-                    if targets.is_empty() {
+                    if !copies.iter().any(|d| disks.contains(*d)) {
                         continue;
                     }
                     let mut done = 0;
                     while done < len {
                         let clen = chunk.min(len - done);
-                        let buf = scratch.get_mut(..clen).ok_or(ArrayError::ScratchTooSmall)?;
+                        let (buf, other) = scratch.split_at_mut(chunk);
+                        let buf = buf.get_mut(..clen).ok_or(ArrayError::ScratchTooSmall)?;
                         let at = base + ((off + done) / bb) as u64;
                         // Read from a copy not being repaired; read_piece skips excluded ones.
                         self.read_piece(stripe, strip, off + done, buf, &mut [], disks)?;
-                        for &d in &targets {
+                        if check && !self.survivors_agree(stripe, &copies, disks, at, buf, other) {
+                            return Ok(false);
+                        }
+                        for &d in copies.iter().filter(|d| disks.contains(**d)) {
                             self.repair_write(d, at, buf);
                         }
                         done += clen;
@@ -1121,6 +1129,32 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
                 Ok(true)
             }
         }
+    }
+
+    /// Whether every readable copy in `copies` outside `exclude` holds `data` at `lba` (copies
+    /// that fail the read are left out: read errors are handled where they are read for data).
+    /// `tmp`: at least `data.len()` bytes (a shorter one checks nothing).
+    fn survivors_agree(
+        &mut self,
+        stripe: u64,
+        copies: &[usize],
+        exclude: DiskSet,
+        lba: u64,
+        data: &[u8],
+        tmp: &mut [u8],
+    ) -> bool {
+        let Some(tmp) = tmp.get_mut(..data.len()) else {
+            return true;
+        };
+        for &d in copies {
+            if exclude.contains(d) || !self.readable(d, stripe) {
+                continue;
+            }
+            if matches!(self.dev_read(d, lba, tmp), IoOutcome::Ok) && tmp != data {
+                return false;
+            }
+        }
+        true
     }
 
     /// Rebuilds `stripe`'s strip on member `disk` from the others (the rebuild primitive). The
@@ -1144,10 +1178,12 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
     }
 
     /// [`Array::rebuild_stripe`], checking each chunk against the redundancy the level has left
-    /// (RAID-6 rebuilding one member: the other parity) before writing it. `Ok(false)`: they
-    /// disagree, so a surviving column is silently wrong and copying it into the new member
-    /// would double the damage; nothing more was written (earlier chunks may have been).
-    /// Levels with nothing left to check against rebuild as [`Array::rebuild_stripe`] does.
+    /// (RAID-6 rebuilding one member: the other parity; mirrors: the other surviving copies)
+    /// before writing it. `Ok(false)`: they disagree, so a surviving column is silently wrong
+    /// and copying it into the new member would double the damage; nothing more was written
+    /// (earlier chunks may have been). Levels with nothing left to check against (RAID-5, a
+    /// two-way mirror with one copy left) rebuild as [`Array::rebuild_stripe`] does. A mirror
+    /// check reads every surviving copy, half of `scratch` at a time.
     pub fn rebuild_stripe_checked(
         &mut self,
         stripe: u64,

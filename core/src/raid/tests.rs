@@ -421,3 +421,45 @@ fn healing_a_range_on_raid5_rewrites_the_data_member_and_parity_rows() {
     // Outside the range nothing was rewritten: the damage at 3000 is still there.
     assert_eq!(got[3000], all[data_at + 3000] ^ 1);
 }
+
+#[test]
+fn a_checked_mirror_rebuild_refuses_copies_that_disagree() {
+    // Three copies, member 0 replaced; the two survivors differ in one byte of stripe 1.
+    let mut a = array(Level::Raid1, 3, 4096, 2);
+    let all = fill(&mut a, 23);
+    let base = a.geometry().stripe_lba(1) as usize * 512;
+    a.disk_mut(2).unwrap().data[base + 3000] ^= 0x10;
+    a.fail(0, ErrorKind::DeviceFailed).unwrap();
+    a.replace(0, RamDisk::new(512, 64)).unwrap();
+    let mut scratch = vec![0u8; 3 * 512];
+    // Stripe 0 agrees and is rebuilt; stripe 1 is refused before its bad chunk is written.
+    assert_eq!(a.rebuild_stripe_checked(0, 0, &mut scratch), Ok(true));
+    let base0 = a.geometry().stripe_lba(0) as usize * 512;
+    assert_eq!(
+        a.disk_mut(0).unwrap().data[base0..base0 + 4096],
+        all[..4096]
+    );
+    assert_eq!(a.rebuild_stripe_checked(1, 0, &mut scratch), Ok(false));
+    assert!(
+        a.disk_mut(0).unwrap().data[base + 2560..base + 3072]
+            .iter()
+            .all(|b| *b == 0)
+    );
+    // Once the survivors agree again, the checked rebuild copies the stripe.
+    a.disk_mut(2).unwrap().data[base + 3000] ^= 0x10;
+    assert_eq!(a.rebuild_stripe_checked(1, 0, &mut scratch), Ok(true));
+    assert_eq!(
+        a.disk_mut(0).unwrap().data[base..base + 4096],
+        all[4096..8192]
+    );
+    // A two-way mirror with one copy left has nothing to compare: it rebuilds.
+    let mut b = array(Level::Raid1, 2, 4096, 2);
+    let all_b = fill(&mut b, 24);
+    b.fail(1, ErrorKind::DeviceFailed).unwrap();
+    b.replace(1, RamDisk::new(512, 64)).unwrap();
+    assert_eq!(b.rebuild_stripe_checked(1, 1, &mut scratch), Ok(true));
+    assert_eq!(
+        b.disk_mut(1).unwrap().data[base..base + 4096],
+        all_b[4096..8192]
+    );
+}
