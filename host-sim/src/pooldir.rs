@@ -395,7 +395,13 @@ impl DirPool {
         Self::check_layout(Some(dir), opts, hw)?;
         fs::create_dir_all(dir).map_err(io_err(format!("creating {}", dir.display())))?;
         if opts.overwrite {
-            for n in list_images(dir)? {
+            let old = list_images(dir)?;
+            // Refuse before removing anything if a server or command has the pool open.
+            for &n in &old {
+                let path = dir.join(image_name(n));
+                FileDisk::ensure_not_in_use(&path).map_err(|err| DirError::Disk { path, err })?;
+            }
+            for n in old {
                 let p = dir.join(image_name(n));
                 fs::remove_file(&p).map_err(io_err(format!("removing {}", p.display())))?;
             }

@@ -241,3 +241,56 @@ fn bad_input_is_refused_with_status_2() {
     assert_eq!(o.status.code(), Some(2));
     assert_eq!(status(&d)["level"], "raid6");
 }
+
+/// While a process has the pool open (here this test, as `serve` would), every command that
+/// opens it is refused with a clear message and changes no byte of any image; afterwards they
+/// work again.
+#[test]
+fn commands_refuse_a_pool_another_process_has_open() {
+    use raidcore::pool::PoolConfig;
+    use raidcore_sim::pooldir::{DirPool, HwOptions};
+
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("pool");
+    create(&dir, "1");
+    let d = dir.to_str().unwrap();
+    let images = |dir: &Path| -> Vec<Vec<u8>> {
+        (0..7)
+            .map(|i| std::fs::read(dir.join(format!("disk{i}.img"))).unwrap())
+            .collect()
+    };
+    let held = DirPool::open(&dir, PoolConfig::default(), &HwOptions::default()).unwrap();
+    let before = images(&dir);
+    let sock = tmp.path().join("s.sock");
+    let s = sock.to_str().unwrap();
+    for args in [
+        vec!["status", "--dir", d],
+        vec!["scrub", "--dir", d],
+        vec!["fail", "--dir", d, "--disk", "2"],
+        vec!["serve", "--dir", d, "--unix", s],
+        vec![
+            "create",
+            "--dir",
+            d,
+            "--force",
+            "--level",
+            "raid6",
+            "--disks",
+            "6",
+            "--disk-size",
+            "32M",
+            "--luns",
+            "3",
+            "--lun-size",
+            "4M",
+        ],
+    ] {
+        let o = sim(&args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("locked"), "{args:?}: {err}");
+    }
+    assert!(images(&dir) == before, "a refused command changed an image");
+    held.close().unwrap();
+    assert_eq!(status(&dir)["health"], "online");
+}

@@ -195,7 +195,9 @@ fn file_disk_round_trips_a_real_file() {
     assert_eq!(&raw[777 * 512..777 * 512 + data.len()], &data[..]);
     // Untouched blocks are zeros.
     assert_eq!(read_vec(&mut d, 0, 4096), vec![0; 4096]);
-    // The same file opened with 4 KiB blocks has an eighth of the blocks.
+    // The same file opened with 4 KiB blocks has an eighth of the blocks (once the first
+    // opener has let go of it: an image is locked while open).
+    drop(d);
     let d4 = FileDisk::open(&img, BlockSize::B4096).unwrap();
     assert_eq!(d4.block_count(), 12_500);
 }
@@ -318,4 +320,32 @@ fn sim_disk_mixes_kinds_in_one_pool() {
     assert_eq!(read_vec(&mut pool[1], 9, 8192), pattern(8192, 1));
     // The null disk stores nothing.
     assert_eq!(read_vec(&mut pool[2], 9, 8192), vec![0; 8192]);
+}
+
+/// An open image is locked: a second opener (another process, or this one through another
+/// open file) is refused, `create_with(overwrite)` leaves the held image untouched, and the
+/// lock goes with the first opener.
+#[test]
+fn an_open_image_is_locked_against_other_openers() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("held.img");
+    let mut held = FileDisk::create(&img, BlockSize::B512, 64).unwrap();
+    held.write(3, &[0x5a; 512]).unwrap();
+    let refused = FileDisk::open(&img, BlockSize::B512).unwrap_err();
+    assert!(refused.to_string().contains("locked"), "{refused}");
+    let opts = FileDiskOptions {
+        overwrite: true,
+        sync_on_flush: false,
+    };
+    let refused = FileDisk::create_with(&img, BlockSize::B512, 8, opts).unwrap_err();
+    assert!(refused.to_string().contains("locked"), "{refused}");
+    assert!(FileDisk::ensure_not_in_use(&img).is_err());
+    // Nothing was truncated or resized under the holder.
+    assert_eq!(fs::metadata(&img).unwrap().len(), 64 * 512);
+    assert_eq!(read_vec(&mut held, 3, 512), vec![0x5a; 512]);
+    drop(held);
+    FileDisk::ensure_not_in_use(&img).unwrap();
+    FileDisk::ensure_not_in_use(dir.path().join("missing.img")).unwrap();
+    let mut again = FileDisk::open(&img, BlockSize::B512).unwrap();
+    assert_eq!(read_vec(&mut again, 3, 512), vec![0x5a; 512]);
 }

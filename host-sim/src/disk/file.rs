@@ -1,6 +1,6 @@
 //! A disk-image file.
 
-use std::fs::{File, OpenOptions};
+use std::fs::{File, OpenOptions, TryLockError};
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -59,7 +59,35 @@ fn io_err(context: &'static str, e: io::Error) -> SimError {
     SimError::io(io_kind(&e), context, e)
 }
 
+/// What a lock refusal says: another process holds the image.
+const IN_USE: &str = "disk image is locked: another process has this pool open (stop that server \
+                      or command first)";
+
+/// Takes the exclusive advisory lock of an open image (`flock(2)`), held until the file is
+/// closed. Two processes with the same pool open would each write the members from their own
+/// in-memory state (log head, map, superblock generation) and destroy each other's data.
+fn lock(file: &File) -> Result<(), SimError> {
+    match file.try_lock() {
+        Ok(()) => Ok(()),
+        Err(TryLockError::WouldBlock) => Err(SimError::with_context(ErrorKind::Other, IN_USE)),
+        Err(TryLockError::Error(e)) => Err(io_err("locking disk image", e)),
+    }
+}
+
 impl FileDisk {
+    /// Checks that no process holds the image at `path` open as a [`FileDisk`] (its lock), so
+    /// that it may be removed or replaced. A missing file is not in use.
+    ///
+    /// # Errors
+    /// The image is locked ([`ErrorKind::Other`], "in use"), or could not be opened.
+    pub fn ensure_not_in_use(path: impl AsRef<Path>) -> Result<(), SimError> {
+        match File::open(path.as_ref()) {
+            Ok(f) => lock(&f),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(io_err("opening disk image", e)),
+        }
+    }
+
     /// Creates a new all-zero (sparse) image of `block_count` blocks at `path`, with default
     /// [`FileDiskOptions`]: refuses to replace an existing file.
     pub fn create(
@@ -74,8 +102,9 @@ impl FileDisk {
     ///
     /// Errors: [`ErrorKind::OutOfRange`] if `block_count` is 0 or the size overflows; an
     /// [`ErrorKind::Other`] wrapping `io::ErrorKind::AlreadyExists` if the file exists and
-    /// `opts.overwrite` is false (the file is left untouched); other I/O errors as for the
-    /// type.
+    /// `opts.overwrite` is false (the file is left untouched); [`ErrorKind::Other`] ("in use")
+    /// if another process holds the file's lock (it is left untouched); other I/O errors as
+    /// for the type. The image stays locked (`flock(2)`, exclusive) while this value lives.
     pub fn create_with(
         path: impl AsRef<Path>,
         block_size: BlockSize,
@@ -93,13 +122,19 @@ impl FileDisk {
         let mut oo = OpenOptions::new();
         oo.read(true).write(true);
         if opts.overwrite {
-            oo.create(true).truncate(true);
+            // Not `truncate`: an image another process holds must be refused, not emptied.
+            oo.create(true).truncate(false);
         } else {
             oo.create_new(true);
         }
         let file = oo
             .open(path)
             .map_err(|e| io_err("creating disk image", e))?;
+        lock(&file)?;
+        if opts.overwrite {
+            file.set_len(0)
+                .map_err(|e| io_err("emptying disk image", e))?;
+        }
         file.set_len(len)
             .map_err(|e| io_err("sizing disk image", e))?;
         Ok(Self {
@@ -120,8 +155,10 @@ impl FileDisk {
     /// Opens an existing image (`opts.overwrite` is ignored).
     ///
     /// Errors: [`ErrorKind::Misaligned`] if the file length is not a non-zero multiple of the
-    /// block size (nothing is changed); I/O errors as for the type (a missing file is
-    /// [`ErrorKind::Other`] wrapping `io::ErrorKind::NotFound`).
+    /// block size (nothing is changed); [`ErrorKind::Other`] ("in use") if another process
+    /// holds the image's lock; I/O errors as for the type (a missing file is
+    /// [`ErrorKind::Other`] wrapping `io::ErrorKind::NotFound`). The image stays locked
+    /// (`flock(2)`, exclusive) while this value lives, so a second opener is refused.
     pub fn open_with(
         path: impl AsRef<Path>,
         block_size: BlockSize,
@@ -133,6 +170,7 @@ impl FileDisk {
             .write(true)
             .open(path)
             .map_err(|e| io_err("opening disk image", e))?;
+        lock(&file)?;
         let len = file
             .metadata()
             .map_err(|e| io_err("reading disk image size", e))?
