@@ -136,6 +136,10 @@ pub struct FailArgs {
     /// Run the rebuild onto the hot spare to the end before returning.
     #[arg(long)]
     pub wait: bool,
+    /// Fail it even if that leaves more members out of sync than the level tolerates (the
+    /// pool's data becomes unreadable).
+    #[arg(long)]
+    pub force: bool,
     /// Print the status afterwards as JSON.
     #[arg(long)]
     pub json: bool,
@@ -517,7 +521,7 @@ fn maintain(dp: &mut DirPool, what: &str) -> Result<(), Failure> {
 
 fn fail(a: &FailArgs) -> Result<(), Failure> {
     let mut dp = open(&a.dir)?;
-    dp.fail(a.disk)?;
+    dp.fail(a.disk, a.force)?;
     if a.wait {
         maintain(&mut dp, "rebuild")?;
     }

@@ -682,7 +682,12 @@ impl DirPool {
 
     /// Fails member `slot` by hand; a hot spare takes over if there is one (its rebuild starts
     /// but is not run: see [`DirPool::run_maintenance`]).
-    pub fn fail(&mut self, slot: usize) -> Result<(), DirError> {
+    ///
+    /// Errors: [`DirError::Invalid`] for a slot out of range or failed already, and, unless
+    /// `force`, when the slot is in sync and failing it would leave more members out of sync
+    /// (failed, or still rebuilding) than the level tolerates: data would become unreadable,
+    /// and no command brings a failed member back.
+    pub fn fail(&mut self, slot: usize, force: bool) -> Result<(), DirError> {
         let disks = self.pool.array().geometry().disks();
         if slot >= disks {
             return Err(DirError::Invalid(format!(
@@ -697,6 +702,26 @@ impl DirPool {
             .is_some_and(|d| d.state == DiskState::Failed)
         {
             return Err(DirError::Invalid(format!("disk {slot} is failed already")));
+        }
+        let geo = *self.pool.array().geometry();
+        let out = st
+            .disks
+            .iter()
+            .filter(|d| d.state != DiskState::Online)
+            .count();
+        let online = st
+            .disks
+            .get(slot)
+            .is_some_and(|d| d.state == DiskState::Online);
+        if !force && online && out + 1 > geo.tolerance() {
+            return Err(DirError::Invalid(format!(
+                "failing disk {slot} would leave {} members out of sync (failed or rebuilding), \
+                 more than {} tolerates ({}): data would become unreadable; pass --force to \
+                 fail it anyway",
+                out + 1,
+                geo.level().name(),
+                geo.tolerance()
+            )));
         }
         let spares_before = usize::from(st.spares);
         self.pool.fail_disk(slot)?;
@@ -1260,7 +1285,7 @@ mod tests {
         let mut back = vec![0u8; 8192];
         dp.pool.read(1, 3, &mut back).unwrap();
         assert_eq!(back, data);
-        dp.fail(0).unwrap();
+        dp.fail(0, false).unwrap();
         dp.pool.read(1, 3, &mut back).unwrap();
         assert_eq!(back, data);
         assert!(matches!(dp.replace(0, &hw), Err(DirError::Invalid(_))));

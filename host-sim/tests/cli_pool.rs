@@ -294,3 +294,33 @@ fn commands_refuse_a_pool_another_process_has_open() {
     held.close().unwrap();
     assert_eq!(status(&dir)["health"], "online");
 }
+
+/// `fail` refuses to take a RAID-6 pool past its two-member tolerance unless `--force` is given;
+/// the refusal changes nothing.
+#[test]
+fn fail_refuses_to_go_past_tolerance_without_force() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("pool");
+    create(&dir, "0");
+    let d = dir.to_str().unwrap();
+    ok(&["fail", "--dir", d, "--disk", "3"]);
+    ok(&["fail", "--dir", d, "--disk", "4"]);
+    let o = sim(&["fail", "--dir", d, "--disk", "5"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("more than raid6 tolerates (2)") && err.contains("--force"),
+        "{err}"
+    );
+    let v = status(&dir);
+    assert_eq!(v["health"], "degraded");
+    let failed = states(&v).iter().filter(|s| *s == "failed").count();
+    assert_eq!(failed, 2);
+    // With --force it is done (and the pool is faulted).
+    let o = sim(&["fail", "--dir", d, "--disk", "5", "--force"]);
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("FAULTED"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
