@@ -27,7 +27,7 @@ use raidcore::pool::{
     read_superblock,
 };
 use raidcore::raid::{DiskState, Level};
-use raidcore_hal::BlockSize;
+use raidcore_hal::{BlockSize, ErrorKind};
 use serde::{Deserialize, Serialize};
 
 use crate::clock::{IoTracker, SimClock};
@@ -289,8 +289,8 @@ pub struct ImageInfo {
     pub number: usize,
     /// File name.
     pub file: String,
-    /// `member`, `spare`, or `stale` (left out: the pool moved on without it, or it holds no
-    /// superblock of this pool).
+    /// `member`, `spare`, or `stale` (left out: the pool moved on without it, it holds no
+    /// superblock of this pool, or its size makes it unusable).
     pub role: String,
     /// Member slot it fills, for members.
     pub slot: Option<usize>,
@@ -609,24 +609,40 @@ impl DirPool {
         }
         // Superblocks first, on the bare files: which images belong where.
         let mut found: Vec<(usize, FileDisk, Option<Superblock>)> = Vec::new();
+        // Images whose length is no whole number of blocks (truncated): left out like a
+        // missing member, so redundancy serves the pool; anything else (a lock, permissions)
+        // stops the open.
+        let mut unusable = Vec::new();
         for &n in &numbers {
             let path = dir.join(image_name(n));
-            let mut disk = FileDisk::open_with(
+            let opened = FileDisk::open_with(
                 &path,
                 bs,
                 FileDiskOptions {
                     overwrite: false,
                     sync_on_flush: hw.sync_on_flush,
                 },
-            )
-            .map_err(|err| DirError::Disk {
-                path: path.clone(),
-                err,
-            })?;
+            );
+            let mut disk = match opened {
+                Ok(d) => d,
+                Err(err) if err.kind() == ErrorKind::Misaligned => {
+                    unusable.push(ImageInfo {
+                        number: n,
+                        file: image_name(n),
+                        role: "stale".into(),
+                        slot: None,
+                        note: Some("unusable: its length is no whole number of blocks".into()),
+                    });
+                    continue;
+                }
+                Err(err) => return Err(DirError::Disk { path, err }),
+            };
             let sb = read_superblock(&mut disk).ok();
             found.push((n, disk, sb));
         }
-        let images = classify(&found);
+        let mut images = classify(&found);
+        images.extend(unusable);
+        images.sort_by_key(|i| i.number);
         let newest = found
             .iter()
             .filter_map(|(_, _, sb)| sb.as_ref())
@@ -644,10 +660,12 @@ impl DirPool {
         let max_n = numbers.iter().copied().max().unwrap_or(0);
         let mut handles: Vec<Option<MemberHandles>> = vec![None; max_n + 1];
         let mut sims = Vec::new();
+        let mut order = Vec::new();
         for (n, disk, _) in found {
             let (m, h) = member(disk, model, n, hw, &clock, &tracker);
             handles[n] = Some(h);
             sims.push(m);
+            order.push(n);
         }
         let mem = vec![0u8; SimPool::memory_bytes(&cfg, disks)];
         let (pool, import) = SimPool::import(
@@ -658,6 +676,19 @@ impl DirPool {
             },
             mem,
         )?;
+        // Images the import left out for their size are not the members `classify` took them
+        // for.
+        for (idx, e) in &import.refused {
+            if let OpenError::WrongSize { .. } = e
+                && let Some(&n) = order.get(usize::from(*idx))
+                && let Some(i) = images.iter_mut().find(|i| i.number == n)
+            {
+                i.role = "stale".into();
+                i.slot = None;
+                i.note =
+                    Some("unusable: smaller than the pool's members, or another block size".into());
+            }
+        }
         Ok(DirPool {
             dir: dir.to_path_buf(),
             pool,

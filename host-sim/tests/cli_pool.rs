@@ -324,3 +324,43 @@ fn fail_refuses_to_go_past_tolerance_without_force() {
         String::from_utf8_lossy(&o.stderr)
     );
 }
+
+/// A truncated member image is left out like a missing member: the pool opens degraded, names
+/// the image and why, serves its data from redundancy, and `replace` brings the slot back.
+#[test]
+fn truncated_images_are_left_out_and_the_pool_opens_degraded() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("pool");
+    create(&dir, "0");
+    let d = dir.to_str().unwrap();
+    // Half its size (a whole number of blocks), and a length no block size divides.
+    std::fs::File::options()
+        .write(true)
+        .open(dir.join("disk1.img"))
+        .unwrap()
+        .set_len(16 << 20)
+        .unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(dir.join("disk3.img"))
+        .unwrap()
+        .set_len(1000)
+        .unwrap();
+    let v = status(&dir);
+    assert_eq!(v["health"], "degraded");
+    assert_eq!(
+        states(&v),
+        ["online", "failed", "online", "failed", "online", "online"]
+    );
+    for (n, why) in [
+        (1, "smaller than the pool's members"),
+        (3, "no whole number"),
+    ] {
+        let img = &v["images"][n];
+        assert_eq!(img["role"], "stale", "{img}");
+        assert!(img["note"].as_str().unwrap().contains(why), "{img}");
+    }
+    ok(&["replace", "--dir", d, "--disk", "1"]);
+    ok(&["replace", "--dir", d, "--disk", "3"]);
+    assert_eq!(status(&dir)["health"], "online");
+}

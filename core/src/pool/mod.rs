@@ -227,6 +227,13 @@ pub enum OpenError {
         /// Index in the order given.
         disk: u8,
     },
+    /// Disk `disk` carries the pool's superblock but has another block size, or fewer blocks
+    /// than the pool's members need (a truncated image, a swapped smaller drive). It is left
+    /// out like a missing member.
+    WrongSize {
+        /// Index in the order given.
+        disk: u8,
+    },
     /// More members are missing or failed than the level tolerates.
     TooManyMissing {
         /// Members missing or failed.
@@ -258,6 +265,12 @@ impl core::fmt::Display for OpenError {
             }
             OpenError::NotRaidcore { disk } => {
                 write!(f, "disk {disk} holds no raidcore superblock")
+            }
+            OpenError::WrongSize { disk } => {
+                write!(
+                    f,
+                    "disk {disk} is smaller than the pool's members or has another block size"
+                )
             }
             OpenError::TooManyMissing { missing } => {
                 write!(
@@ -760,6 +773,8 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             let _ = slots.push(None);
         }
         let mut spares: Vec<Spare<D>, N> = Vec::new();
+        // Blocks every member and spare must have (the array checks it too, for the whole pool).
+        let need = geo.stripe_lba(geo.stripes());
         for (i, (d, sb)) in found.into_iter().enumerate() {
             let idx = i as u8;
             let Some(sb) = sb else { continue };
@@ -767,6 +782,12 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
                 let _ = report
                     .refused
                     .push((idx, OpenError::ForeignDisk { disk: idx }));
+                continue;
+            }
+            if d.block_size().bytes() != geo.block_bytes() || d.block_count() < need {
+                let _ = report
+                    .refused
+                    .push((idx, OpenError::WrongSize { disk: idx }));
                 continue;
             }
             let member = newest.members.iter().position(|m| m.guid == sb.disk_guid);
