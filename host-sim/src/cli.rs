@@ -471,6 +471,34 @@ fn warn_lost_items(dp: &DirPool) {
     }
 }
 
+/// Tells a server's operator when the pool it exports is not whole: which member slots are out
+/// of sync and which images were left out, and why.
+fn warn_not_online(dp: &mut DirPool) {
+    let st = dp.status();
+    if st.health == "online" {
+        return;
+    }
+    let out: Vec<String> = st
+        .disks
+        .iter()
+        .filter(|d| d.state != "online")
+        .map(|d| format!("{} ({})", d.index, d.state))
+        .collect();
+    eprintln!(
+        "raidcore-sim: warning: the pool is {}: member slot(s) {}; hot spares: {}",
+        st.health.to_uppercase(),
+        out.join(", "),
+        st.spares
+    );
+    for i in st.images.iter().filter(|i| i.role == "stale") {
+        eprintln!(
+            "raidcore-sim: warning: left out: {} ({})",
+            i.file,
+            i.note.as_deref().unwrap_or("stale")
+        );
+    }
+}
+
 fn create(a: &CreateArgs) -> Result<(), Failure> {
     let block_size = match a.block_size {
         512 => BlockSize::B512,
@@ -591,6 +619,8 @@ fn serve(a: &ServeArgs) -> Result<(), Failure> {
         )
         .map_err(std::io::Error::other)?;
         warn_lost_items(&dp);
+        let mut dp = dp;
+        warn_not_online(&mut dp);
         for l in dp.pool.luns() {
             eprintln!(
                 "raidcore-sim: serving export {:?} ({})",

@@ -756,10 +756,12 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
             Level::Raid1 | Level::Raid10 => {
                 let mut bad = DiskSet::EMPTY;
                 let mut got = None;
+                let mut excluded = false;
                 for copy in 0..geo.copies() {
                     let d = geo
                         .disk_of(stripe, Column::Mirror { data: strip, copy })
                         .ok_or(ArrayError::OutOfRange)?;
+                    excluded |= exclude.contains(d);
                     if exclude.contains(d) || !self.readable(d, stripe) {
                         continue;
                     }
@@ -773,7 +775,10 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
                     }
                 }
                 if got.is_none() {
-                    self.events.push(Event::Unrecoverable { stripe });
+                    // Not when the caller excluded a copy: a probe, not a loss.
+                    if !excluded {
+                        self.events.push(Event::Unrecoverable { stripe });
+                    }
                     return Err(ArrayError::Unrecoverable { stripe });
                 }
                 // Rewrite the copies that had latent sector errors with the good data.
@@ -866,6 +871,9 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
             let at = base + ((off + done) / bb) as u64;
             let mut erased: Vec<usize, 2> = Vec::new();
             let mut erased_disks = DiskSet::EMPTY;
+            // Columns missing in all, and how many of them only because the caller excluded
+            // them (a probe for a damaged column, not a loss).
+            let (mut missing, mut by_exclusion) = (0usize, 0usize);
             let mut rewrite = repair;
             // Read every column we can into its slot.
             for (ci, slot) in scratch.chunks_exact_mut(chunk).take(ncols).enumerate() {
@@ -885,14 +893,16 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
                     };
                 if !ok {
                     erased_disks = erased_disks.with(d);
-                    if erased.push(ci).is_err() {
-                        self.events.push(Event::Unrecoverable { stripe });
-                        return Err(ArrayError::Unrecoverable { stripe });
-                    }
+                    missing += 1;
+                    by_exclusion += usize::from(exclude.contains(d));
+                    // Past two the stripe is lost anyway (checked below).
+                    let _ = erased.push(ci);
                 }
             }
-            if erased.len() > geo.parity_strips() {
-                self.events.push(Event::Unrecoverable { stripe });
+            if missing > geo.parity_strips() {
+                if missing - by_exclusion > geo.parity_strips() {
+                    self.events.push(Event::Unrecoverable { stripe });
+                }
                 return Err(ArrayError::Unrecoverable { stripe });
             }
             {

@@ -463,3 +463,44 @@ fn a_checked_mirror_rebuild_refuses_copies_that_disagree() {
         all_b[4096..8192]
     );
 }
+
+#[test]
+fn an_exclusion_probe_that_cannot_reconstruct_is_no_loss_event() {
+    // RAID-6 with one member failed: excluding two more is a probe the caller chose (the pool
+    // looking for a silently damaged column); it fails, but nothing was lost. Failing two more
+    // members for real is a loss, and says so.
+    let mut a = array(Level::Raid6, 6, 4096, 6);
+    let all = fill(&mut a, 25);
+    a.fail(0, ErrorKind::DeviceFailed).unwrap();
+    let mut buf = vec![0u8; 4096];
+    let mut scratch = vec![0u8; 6 * 4096];
+    let lost = |a: &Array<RamDisk, 32>| {
+        a.events()
+            .iter()
+            .filter(|(_, e)| matches!(e, Event::Unrecoverable { .. }))
+            .count()
+    };
+    assert_eq!(
+        a.read_excluding(0, &mut buf, &mut scratch, DiskSet::one(1).with(2)),
+        Err(ArrayError::Unrecoverable { stripe: 0 })
+    );
+    assert_eq!(lost(&a), 0);
+    a.read(0, &mut buf, &mut scratch).unwrap();
+    assert_eq!(buf, all[..4096]);
+    a.fail(1, ErrorKind::DeviceFailed).unwrap();
+    a.fail(2, ErrorKind::DeviceFailed).unwrap();
+    assert_eq!(
+        a.read(0, &mut buf, &mut scratch),
+        Err(ArrayError::Unrecoverable { stripe: 0 })
+    );
+    assert_eq!(lost(&a), 1);
+    // Mirrors: a probe excluding the only readable copy is no loss either.
+    let mut m = array(Level::Raid1, 2, 4096, 2);
+    fill(&mut m, 26);
+    m.fail(0, ErrorKind::DeviceFailed).unwrap();
+    assert_eq!(
+        m.read_excluding(0, &mut buf, &mut scratch, DiskSet::one(1)),
+        Err(ArrayError::Unrecoverable { stripe: 0 })
+    );
+    assert_eq!(lost(&m), 0);
+}
