@@ -499,6 +499,16 @@ fn warn_not_online(dp: &mut DirPool) {
     }
 }
 
+/// Segments for a new pool of `disks` disks of `disk_bytes`: the core's default, or more on
+/// large disks so a segment stays at most 1 GiB (segments above 4 GiB are refused, and the
+/// cleaner moves a whole segment's live data at a time). Each costs a few bytes of the host's
+/// arena and of every checkpoint.
+fn max_segments_for(disks: usize, disk_bytes: u64) -> u32 {
+    let raw = (disks as u64).saturating_mul(disk_bytes);
+    let by_size = u32::try_from(raw.div_ceil(1 << 30)).unwrap_or(u32::MAX);
+    PoolConfig::default().max_segments.max(by_size)
+}
+
 fn create(a: &CreateArgs) -> Result<(), Failure> {
     let block_size = match a.block_size {
         512 => BlockSize::B512,
@@ -517,6 +527,7 @@ fn create(a: &CreateArgs) -> Result<(), Failure> {
         config: PoolConfig {
             level: a.level,
             strip_bytes: strip,
+            max_segments: max_segments_for(a.disks, a.disk_size),
             ..PoolConfig::default()
         },
         luns: a.luns,

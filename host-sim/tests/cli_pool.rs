@@ -364,3 +364,32 @@ fn truncated_images_are_left_out_and_the_pool_opens_degraded() {
     ok(&["replace", "--dir", d, "--disk", "3"]);
     assert_eq!(status(&dir)["health"], "online");
 }
+
+/// Large disks get more (not larger than 1 GiB) segments: a 6 × 1 TiB RAID-6 pool is created
+/// and opened (its images are sparse: this writes a few MiB). It was refused for segments over
+/// 4 GiB.
+#[test]
+fn a_pool_of_terabyte_disks_is_created_and_opened() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("pool");
+    let d = dir.to_str().unwrap();
+    ok(&[
+        "create",
+        "--dir",
+        d,
+        "--level",
+        "raid6",
+        "--disks",
+        "6",
+        "--disk-size",
+        "1T",
+        "--luns",
+        "1",
+        "--lun-size",
+        "100G",
+    ]);
+    let v = status(&dir);
+    assert_eq!(v["health"], "online");
+    let usable = v["usable_bytes"].as_u64().unwrap();
+    assert!(usable > (39 << 40) / 10 && usable <= 4 << 40, "{usable}");
+}

@@ -644,7 +644,8 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         let seg_stripes = cfg.segment_stripes.max(by_size).max(by_count);
         if u64::from(seg_stripes) * sdb >= 1 << 32 {
             return Err(OpenError::Config(
-                "segments would exceed 4 GiB: use smaller strips or fewer disks",
+                "segments would exceed 4 GiB: raise max_segments (a segment is the data \
+                 capacity divided by max_segments) or use smaller disks",
             ));
         }
         let segments = (geo.stripes() / u64::from(seg_stripes)) as u32;
