@@ -816,18 +816,32 @@ fn bench_parity(a: &BenchArgs) -> Result<(), Failure> {
             .find(|k| k.name() == name)
             .ok_or_else(|| {
                 let have: Vec<&str> = Kernel::supported().map(Kernel::name).collect();
-                Failure::Error(format!(
-                    "kernel {name:?} is not available on this CPU; it has {}",
-                    have.join(", ")
-                ))
+                let known = ["portable", "ssse3", "avx2", "neon"];
+                Failure::Error(if known.contains(&name.as_str()) {
+                    format!(
+                        "kernel {name:?} is not available on this CPU; it has {}",
+                        have.join(", ")
+                    )
+                } else {
+                    format!(
+                        "unknown kernel {name:?}: the kernels are {} (this CPU has {})",
+                        known.join(", "),
+                        have.join(", ")
+                    )
+                })
             })?,
     };
     opts.kernel = Some(kernel);
     let rows = run(&opts, |row| {
         if !a.run.json {
+            let shape = if row.op == "crc32c" {
+                String::new()
+            } else {
+                format!(" {}+2", row.data_strips)
+            };
             eprintln!(
-                "raidcore-sim: {} {}+2 {} B done",
-                row.op, row.data_strips, row.strip_bytes
+                "raidcore-sim: {}{shape} {} B {} done",
+                row.op, row.strip_bytes, row.working_set
             );
         }
     });
