@@ -1122,7 +1122,9 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
                     let mut done = 0;
                     while done < len {
                         let clen = chunk.min(len - done);
-                        let (buf, other) = scratch.split_at_mut(chunk);
+                        let (buf, other) = scratch
+                            .split_at_mut_checked(chunk)
+                            .ok_or(ArrayError::ScratchTooSmall)?;
                         let buf = buf.get_mut(..clen).ok_or(ArrayError::ScratchTooSmall)?;
                         let at = base + ((off + done) / bb) as u64;
                         // Read from a copy not being repaired; read_piece skips excluded ones.
