@@ -449,7 +449,12 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
                 return Ok(v);
             }
         }
-        if let Some(s) = self.geo().locate(ptr.addr).map(|l| l.0) {
+        // Not in roll-forward's first pass, which finds where the log ends: an unreadable item
+        // there is most often the torn tail (writes never flushed). A loss before the end is
+        // read again, and reported, by the second pass.
+        if !self.log.replaying
+            && let Some(s) = self.geo().locate(ptr.addr).map(|l| l.0)
+        {
             self.array
                 .events_mut()
                 .push(Event::Unrecoverable { stripe: s });
