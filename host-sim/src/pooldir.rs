@@ -73,14 +73,19 @@ pub enum DirError {
         /// The cause.
         err: SimError,
     },
-    /// The pool could not be created or imported.
+    /// The pool could not be imported.
     Open(OpenError),
+    /// The pool could not be created (its layout on these disks).
+    Create(OpenError),
     /// A data-path or management call of the pool failed.
     Pool(IoError),
     /// A LUN could not be created.
     Lun(LunError),
     /// The request does not make sense; the text says why. Nothing was changed.
     Invalid(String),
+    /// Another process has the pool (its directory or an image) open; the text names which.
+    /// Nothing was changed.
+    InUse(String),
 }
 
 impl fmt::Display for DirError {
@@ -89,9 +94,10 @@ impl fmt::Display for DirError {
             DirError::Io { what, err } => write!(f, "{what}: {err}"),
             DirError::Disk { path, err } => write!(f, "{}: {err}", path.display()),
             DirError::Open(e) => write!(f, "opening the pool: {e}"),
+            DirError::Create(e) => write!(f, "creating the pool: {e}"),
             DirError::Pool(e) => write!(f, "pool: {e}"),
             DirError::Lun(e) => write!(f, "creating a LUN: {e}"),
-            DirError::Invalid(s) => f.write_str(s),
+            DirError::Invalid(s) | DirError::InUse(s) => f.write_str(s),
         }
     }
 }
@@ -319,6 +325,8 @@ pub struct DirPool {
     pub meta: DirMeta,
     /// The model the members are timed with.
     pub model: ModelKind,
+    /// The directory's lock ([`LOCK_FILE`]), held while this value lives (`None` in memory).
+    _lock: Option<fs::File>,
 }
 
 fn read_meta(dir: &Path) -> Result<DirMeta, DirError> {
@@ -381,11 +389,91 @@ fn member(
     )
 }
 
+/// Name of the lock file in a pool directory. A [`DirPool`] holds its exclusive advisory lock
+/// (`flock(2)`) while it lives, so two processes never have one pool open, and `create` never
+/// replaces a pool a server is exporting. The file itself is empty and stays.
+pub const LOCK_FILE: &str = ".raidcore-sim.lock";
+
+/// Subdirectory of a pool directory where `create --force` keeps the old pool until the new one
+/// is made (and from where it puts it back if making the new one fails).
+pub const REPLACED_DIR: &str = ".replaced-pool";
+
+/// What a lock refusal says.
+fn in_use_message(what: &Path) -> String {
+    format!(
+        "{} is locked: another raidcore-sim process (a server, or a command still running) has \
+         this pool open; stop it first",
+        what.display()
+    )
+}
+
+/// Takes the exclusive lock of the pool directory `dir` ([`LOCK_FILE`], made if missing).
+fn lock_dir(dir: &Path) -> Result<fs::File, DirError> {
+    let p = dir.join(LOCK_FILE);
+    let f = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&p)
+        .map_err(io_err(format!("opening the lock file {}", p.display())))?;
+    match f.try_lock() {
+        Ok(()) => Ok(f),
+        Err(fs::TryLockError::WouldBlock) => Err(DirError::InUse(in_use_message(dir))),
+        Err(fs::TryLockError::Error(err)) => Err(DirError::Io {
+            what: format!("locking {}", p.display()),
+            err,
+        }),
+    }
+}
+
+/// An image's refusal, as [`DirError::InUse`] when it is a lock.
+fn in_use_or_disk(path: PathBuf, err: SimError) -> DirError {
+    if FileDisk::is_in_use(&err) {
+        DirError::InUse(in_use_message(&path))
+    } else {
+        DirError::Disk { path, err }
+    }
+}
+
+/// Moves the files `names` back from `aside` into `dir` and removes `aside`; true if all of
+/// them went back.
+fn put_back(dir: &Path, aside: &Path, names: &[String]) -> bool {
+    let mut all = true;
+    for name in names {
+        all &= fs::rename(aside.join(name), dir.join(name)).is_ok();
+    }
+    if all {
+        let _ = fs::remove_dir(aside);
+    }
+    all
+}
+
+/// `e`, with where the old pool is if it could not be put back.
+fn with_restore_note(e: DirError, restored: bool, aside: &Path) -> DirError {
+    if restored {
+        e
+    } else {
+        DirError::Invalid(format!(
+            "{e}; the old pool could not be put back and is in {}",
+            aside.display()
+        ))
+    }
+}
+
 impl DirPool {
     /// Creates a new pool in `dir` (created if missing): the images, the pool, the LUNs.
     ///
-    /// Errors: [`DirError::Invalid`] for a bad layout or existing images without
-    /// `opts.overwrite` (nothing is written then); pool creation errors as [`DirError::Open`].
+    /// The directory's lock ([`LOCK_FILE`]) is taken first and held by the returned value, so
+    /// a concurrent `create`, or a server with the old pool open, is refused before anything
+    /// is touched. With `opts.overwrite`, the old pool's images and description are moved into
+    /// [`REPLACED_DIR`] while the new pool is made, put back if that fails, and deleted only
+    /// once it has succeeded: a failed `create --force` leaves the old pool as it was.
+    ///
+    /// Errors: [`DirError::Invalid`] for a bad layout, existing images without
+    /// `opts.overwrite`, or a [`REPLACED_DIR`] left by an interrupted `create --force`
+    /// (nothing is written then); [`DirError::InUse`] if another process holds the directory
+    /// or an image; pool creation errors as [`DirError::Create`].
     pub fn create(
         dir: &Path,
         opts: &CreateOptions,
@@ -393,33 +481,100 @@ impl DirPool {
         hw: &HwOptions,
     ) -> Result<DirPool, DirError> {
         Self::check_layout(Some(dir), opts, hw)?;
+        let made_dir = !dir.exists();
         fs::create_dir_all(dir).map_err(io_err(format!("creating {}", dir.display())))?;
-        if opts.overwrite {
-            let old = list_images(dir)?;
-            // Refuse before removing anything if a server or command has the pool open.
-            for &n in &old {
-                let path = dir.join(image_name(n));
-                FileDisk::ensure_not_in_use(&path).map_err(|err| DirError::Disk { path, err })?;
+        let lock = match lock_dir(dir) {
+            Ok(l) => l,
+            Err(e) => {
+                if made_dir {
+                    let _ = fs::remove_dir(dir);
+                }
+                return Err(e);
             }
-            for n in old {
-                let p = dir.join(image_name(n));
-                fs::remove_file(&p).map_err(io_err(format!("removing {}", p.display())))?;
-            }
-        } else if !list_images(dir)?.is_empty() || dir.join(META_FILE).exists() {
+        };
+        let made = Self::create_locked(dir, opts, model, hw, lock);
+        if made.is_err() && made_dir {
+            // Leave no empty directory behind either (the lock file goes with it; this call
+            // made the directory, so no one else is waiting on that lock).
+            let _ = fs::remove_file(dir.join(LOCK_FILE));
+            let _ = fs::remove_dir(dir);
+        }
+        made
+    }
+
+    /// [`DirPool::create`] once the directory's lock is held.
+    fn create_locked(
+        dir: &Path,
+        opts: &CreateOptions,
+        model: ModelKind,
+        hw: &HwOptions,
+        lock: fs::File,
+    ) -> Result<DirPool, DirError> {
+        let aside = dir.join(REPLACED_DIR);
+        if aside.exists() {
+            return Err(DirError::Invalid(format!(
+                "{} holds a pool an interrupted `create --force` moved aside: move its files \
+                 back into {} to keep that pool, or delete it, then try again",
+                aside.display(),
+                dir.display()
+            )));
+        }
+        let old = list_images(dir)?;
+        let old_meta = dir.join(META_FILE).exists();
+        if !opts.overwrite && (!old.is_empty() || old_meta) {
             return Err(DirError::Invalid(format!(
                 "{} already holds a pool (disk images or {META_FILE}); pass --force to replace it",
                 dir.display()
             )));
         }
-        let made = Self::build(Some(dir), opts, model, hw);
-        if made.is_err() {
-            // Leave nothing half made behind.
-            for n in 0..opts.disks + opts.spares {
-                let _ = fs::remove_file(dir.join(image_name(n)));
-            }
-            let _ = fs::remove_file(dir.join(META_FILE));
+        // A process that opened an image on its own (not through a `DirPool`) holds no
+        // directory lock: refuse before moving anything.
+        for &n in &old {
+            let path = dir.join(image_name(n));
+            FileDisk::ensure_not_in_use(&path).map_err(|err| in_use_or_disk(path, err))?;
         }
-        made
+        let mut names: Vec<String> = old.iter().map(|&n| image_name(n)).collect();
+        if old_meta {
+            names.push(META_FILE.to_string());
+        }
+        if !names.is_empty() {
+            fs::create_dir(&aside).map_err(io_err(format!("creating {}", aside.display())))?;
+            for (i, name) in names.iter().enumerate() {
+                if let Err(err) = fs::rename(dir.join(name), aside.join(name)) {
+                    let restored = put_back(dir, &aside, names.get(..i).unwrap_or_default());
+                    return Err(with_restore_note(
+                        DirError::Io {
+                            what: format!("moving {} aside", dir.join(name).display()),
+                            err,
+                        },
+                        restored,
+                        &aside,
+                    ));
+                }
+            }
+        }
+        let made = Self::build(Some(dir), opts, model, hw, Some(lock));
+        match made {
+            Ok(p) => {
+                // The new pool stands; the old one goes. (Should this fail, the next `create`
+                // names the leftover directory.)
+                if !names.is_empty() {
+                    let _ = fs::remove_dir_all(&aside);
+                }
+                Ok(p)
+            }
+            Err(e) => {
+                // Nothing half made stays behind: every image and the description in `dir`
+                // now are this call's (the old ones were moved aside, the lock kept others
+                // out).
+                for n in 0..opts.disks + opts.spares {
+                    let _ = fs::remove_file(dir.join(image_name(n)));
+                }
+                let _ = fs::remove_file(dir.join(META_FILE));
+                let restored = put_back(dir, &aside, &names);
+                Err(with_restore_note(e, restored, &aside))
+            }
+        }
     }
 
     /// Creates a new pool like [`DirPool::create`], but on sparse memory disks ([`MemDisk`])
@@ -428,14 +583,14 @@ impl DirPool {
     /// directory to put a new image in); everything else works as on images.
     ///
     /// Errors: as [`DirPool::create`] ([`DirError::Invalid`] for a bad layout, pool creation
-    /// errors as [`DirError::Open`]).
+    /// errors as [`DirError::Create`]).
     pub fn create_in_memory(
         opts: &CreateOptions,
         model: ModelKind,
         hw: &HwOptions,
     ) -> Result<DirPool, DirError> {
         Self::check_layout(None, opts, hw)?;
-        Self::build(None, opts, model, hw)
+        Self::build(None, opts, model, hw, None)
     }
 
     /// True for a pool made by [`DirPool::create_in_memory`].
@@ -499,7 +654,8 @@ impl DirPool {
                 .collect::<Result<Vec<_>, DirError>>()?;
             let spares = null.collect::<Result<Vec<_>, DirError>>()?;
             let mem = vec![0u8; SimPool::memory_bytes(&opts.config, opts.disks)];
-            let mut pool = SimPool::create(members, spares, opts.config, opts.uuid, mem)?;
+            let mut pool = SimPool::create(members, spares, opts.config, opts.uuid, mem)
+                .map_err(DirError::Create)?;
             for i in 0..opts.luns {
                 pool.create_lun(&format!("lun{i}"), opts.lun_bytes / 4096)
                     .map_err(DirError::Lun)?;
@@ -509,12 +665,14 @@ impl DirPool {
     }
 
     /// Makes the images (files in `dir`, or memory disks without a directory), the pool and
-    /// its LUNs, and writes the description file (into `dir`).
+    /// its LUNs, and writes the description file (into `dir`, whose lock the caller holds and
+    /// passes in, and which holds none of the images yet).
     fn build(
         dir: Option<&Path>,
         opts: &CreateOptions,
         model: ModelKind,
         hw: &HwOptions,
+        lock: Option<fs::File>,
     ) -> Result<DirPool, DirError> {
         let bs = opts.block_size.bytes() as u64;
         let total = opts.disks + opts.spares;
@@ -533,11 +691,11 @@ impl DirPool {
                         opts.block_size,
                         opts.disk_bytes / bs,
                         FileDiskOptions {
-                            overwrite: opts.overwrite,
+                            overwrite: false,
                             sync_on_flush: hw.sync_on_flush,
                         },
                     )
-                    .map_err(|err| DirError::Disk { path, err })?
+                    .map_err(|err| in_use_or_disk(path, err))?
                     .into()
                 }
                 None => MemDisk::new(opts.block_size, opts.disk_bytes / bs)
@@ -564,7 +722,8 @@ impl DirPool {
             }
         }
         let mem = vec![0u8; SimPool::memory_bytes(&opts.config, opts.disks)];
-        let mut pool = SimPool::create(members, spares, opts.config, opts.uuid, mem)?;
+        let mut pool = SimPool::create(members, spares, opts.config, opts.uuid, mem)
+            .map_err(DirError::Create)?;
         for i in 0..opts.luns {
             pool.create_lun(&format!("lun{i}"), opts.lun_bytes / 4096)
                 .map_err(DirError::Lun)?;
@@ -587,6 +746,7 @@ impl DirPool {
             import: ImportReport::default(),
             meta,
             model,
+            _lock: lock,
         })
     }
 
@@ -595,6 +755,7 @@ impl DirPool {
     /// run-time policy from `config`.
     pub fn open(dir: &Path, config: PoolConfig, hw: &HwOptions) -> Result<DirPool, DirError> {
         let meta = read_meta(dir)?;
+        let lock = lock_dir(dir)?;
         let bs = meta.block_size()?;
         let model = match hw.model {
             Some(m) => m,
@@ -635,7 +796,7 @@ impl DirPool {
                     });
                     continue;
                 }
-                Err(err) => return Err(DirError::Disk { path, err }),
+                Err(err) => return Err(in_use_or_disk(path, err)),
             };
             let sb = read_superblock(&mut disk).ok();
             found.push((n, disk, sb));
@@ -699,6 +860,7 @@ impl DirPool {
             import,
             meta,
             model,
+            _lock: Some(lock),
         })
     }
 

@@ -393,3 +393,176 @@ fn a_pool_of_terabyte_disks_is_created_and_opened() {
     let usable = v["usable_bytes"].as_u64().unwrap();
     assert!(usable > (39 << 40) / 10 && usable <= 4 << 40, "{usable}");
 }
+
+/// Every byte of every file in `dir` (sorted by name), hidden files included.
+fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_file())
+        .map(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            (name, std::fs::read(&p).unwrap())
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// `create --force` that fails after its checks (here: a disk size the file system cannot hold,
+/// found only when the first image is sized) puts the old pool back exactly as it was: same
+/// files, same bytes, and it still opens.
+#[test]
+fn a_failed_create_force_keeps_the_old_pool() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("pool");
+    create(&dir, "1");
+    // Whether this file system refuses a 17 TiB file (ext4 does: 16 TiB at most).
+    let probe = tmp.path().join("probe");
+    let f = std::fs::File::create(&probe).unwrap();
+    if f.set_len(17 << 40).is_ok() {
+        eprintln!(
+            "skipped: the file system under {} holds 17 TiB files",
+            tmp.path().display()
+        );
+        return;
+    }
+    drop(f);
+    let before = snapshot(&dir);
+    let d = dir.to_str().unwrap();
+    let o = sim(&[
+        "create",
+        "--dir",
+        d,
+        "--force",
+        "--level",
+        "raid5",
+        "--disks",
+        "4",
+        "--disk-size",
+        "17T",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("disk0.img"), "{err}");
+    assert!(
+        snapshot(&dir) == before,
+        "the failed create changed the old pool"
+    );
+    assert!(!dir.join(".replaced-pool").exists());
+    let v = status(&dir);
+    assert_eq!(v["level"], "raid6");
+    assert_eq!(v["health"], "online");
+}
+
+/// A successful `create --force` leaves only the new pool (the old one's extra images and the
+/// directory it was kept in are gone).
+#[test]
+fn create_force_replaces_the_old_pool_whole() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("pool");
+    create(&dir, "1");
+    let d = dir.to_str().unwrap();
+    ok(&[
+        "create",
+        "--dir",
+        d,
+        "--force",
+        "--level",
+        "raid5",
+        "--disks",
+        "3",
+        "--disk-size",
+        "64M",
+    ]);
+    let names: Vec<String> = snapshot(&dir).into_iter().map(|(n, _)| n).collect();
+    assert_eq!(
+        names,
+        [
+            ".raidcore-sim.lock",
+            "disk0.img",
+            "disk1.img",
+            "disk2.img",
+            "raidcore-sim.json"
+        ]
+    );
+    assert!(!dir.join(".replaced-pool").exists());
+    let v = status(&dir);
+    assert_eq!(v["level"], "raid5");
+    assert_eq!(v["disks"].as_array().unwrap().len(), 3);
+}
+
+/// `create` takes the directory's lock before it looks: while another process holds it (a
+/// concurrent `create`), it is refused and makes nothing, so it cannot clean up the other's
+/// images either. A `.replaced-pool` left by an interrupted `create --force` is never
+/// overwritten: create refuses and names it.
+#[test]
+fn create_refuses_a_locked_directory_and_a_leftover_old_pool() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("pool");
+    std::fs::create_dir(&dir).unwrap();
+    let d = dir.to_str().unwrap();
+    let args = [
+        "create",
+        "--dir",
+        d,
+        "--level",
+        "raid5",
+        "--disks",
+        "3",
+        "--disk-size",
+        "64M",
+    ];
+    let lock = std::fs::File::create(dir.join(".raidcore-sim.lock")).unwrap();
+    lock.try_lock().unwrap();
+    let o = sim(&args);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("is locked"), "{err}");
+    assert_eq!(snapshot(&dir).len(), 1, "only the lock file");
+    lock.unlock().unwrap();
+    std::fs::create_dir(dir.join(".replaced-pool")).unwrap();
+    let o = sim(&args);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains(".replaced-pool"), "{err}");
+    assert_eq!(snapshot(&dir).len(), 1);
+    std::fs::remove_dir(dir.join(".replaced-pool")).unwrap();
+    ok(&args);
+    assert_eq!(status(&dir)["level"], "raid5");
+}
+
+/// A `create` that fails in a directory it made leaves no directory behind.
+#[test]
+fn a_failed_create_leaves_no_new_directory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("new");
+    let probe = tmp.path().join("probe");
+    let f = std::fs::File::create(&probe).unwrap();
+    if f.set_len(17 << 40).is_ok() {
+        eprintln!(
+            "skipped: the file system under {} holds 17 TiB files",
+            tmp.path().display()
+        );
+        return;
+    }
+    let d = dir.to_str().unwrap();
+    let o = sim(&[
+        "create",
+        "--dir",
+        d,
+        "--level",
+        "raid5",
+        "--disks",
+        "3",
+        "--disk-size",
+        "17T",
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(!dir.exists());
+}

@@ -75,6 +75,12 @@ fn lock(file: &File) -> Result<(), SimError> {
 }
 
 impl FileDisk {
+    /// Whether `err` is the refusal of an image another process holds (its lock).
+    #[must_use]
+    pub fn is_in_use(err: &SimError) -> bool {
+        err.kind() == ErrorKind::Other && err.context() == IN_USE && err.io_error().is_none()
+    }
+
     /// Checks that no process holds the image at `path` open as a [`FileDisk`] (its lock), so
     /// that it may be removed or replaced. A missing file is not in use.
     ///

@@ -94,6 +94,10 @@ impl raidcore_hal::Error for SimError {
 impl fmt::Display for SimError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if !self.context.is_empty() {
+            if self.kind == ErrorKind::Other && self.io.is_none() {
+                // The context says it all; "device error" after it would only confuse.
+                return f.write_str(self.context);
+            }
             write!(f, "{}: ", self.context)?;
         }
         write!(f, "{}", self.kind)?;
