@@ -326,7 +326,7 @@ pub struct DirPool {
     /// The model the members are timed with.
     pub model: ModelKind,
     /// The directory's lock ([`LOCK_FILE`]), held while this value lives (`None` in memory).
-    _lock: Option<fs::File>,
+    lock: Option<fs::File>,
 }
 
 fn read_meta(dir: &Path) -> Result<DirMeta, DirError> {
@@ -553,9 +553,10 @@ impl DirPool {
                 }
             }
         }
-        let made = Self::build(Some(dir), opts, model, hw, Some(lock));
-        match made {
-            Ok(p) => {
+        // The lock stays held here until the old pool is back, should the build fail.
+        match Self::build(Some(dir), opts, model, hw) {
+            Ok(mut p) => {
+                p.lock = Some(lock);
                 // The new pool stands; the old one goes. (Should this fail, the next `create`
                 // names the leftover directory.)
                 if !names.is_empty() {
@@ -590,7 +591,7 @@ impl DirPool {
         hw: &HwOptions,
     ) -> Result<DirPool, DirError> {
         Self::check_layout(None, opts, hw)?;
-        Self::build(None, opts, model, hw, None)
+        Self::build(None, opts, model, hw)
     }
 
     /// True for a pool made by [`DirPool::create_in_memory`].
@@ -665,14 +666,13 @@ impl DirPool {
     }
 
     /// Makes the images (files in `dir`, or memory disks without a directory), the pool and
-    /// its LUNs, and writes the description file (into `dir`, whose lock the caller holds and
-    /// passes in, and which holds none of the images yet).
+    /// its LUNs, and writes the description file (into `dir`, whose lock the caller holds, and
+    /// which holds none of the images yet).
     fn build(
         dir: Option<&Path>,
         opts: &CreateOptions,
         model: ModelKind,
         hw: &HwOptions,
-        lock: Option<fs::File>,
     ) -> Result<DirPool, DirError> {
         let bs = opts.block_size.bytes() as u64;
         let total = opts.disks + opts.spares;
@@ -746,7 +746,7 @@ impl DirPool {
             import: ImportReport::default(),
             meta,
             model,
-            _lock: lock,
+            lock: None,
         })
     }
 
@@ -860,7 +860,7 @@ impl DirPool {
             import,
             meta,
             model,
-            _lock: Some(lock),
+            lock: Some(lock),
         })
     }
 
