@@ -326,7 +326,7 @@ pub struct DirPool {
     /// The model the members are timed with.
     pub model: ModelKind,
     /// The directory's lock ([`LOCK_FILE`]), held while this value lives (`None` in memory).
-    lock: Option<fs::File>,
+    lock: Option<DirLock>,
 }
 
 fn read_meta(dir: &Path) -> Result<DirMeta, DirError> {
@@ -407,8 +407,20 @@ fn in_use_message(what: &Path) -> String {
     )
 }
 
+/// The held lock of a pool directory; released when dropped.
+#[derive(Debug)]
+struct DirLock(fs::File);
+
+impl Drop for DirLock {
+    /// Unlocks explicitly (see [`FileDisk`]'s `Drop`): a child forked by another thread holds
+    /// a copy of the descriptor until it execs, and closing ours would leave the lock held.
+    fn drop(&mut self) {
+        let _ = self.0.unlock();
+    }
+}
+
 /// Takes the exclusive lock of the pool directory `dir` ([`LOCK_FILE`], made if missing).
-fn lock_dir(dir: &Path) -> Result<fs::File, DirError> {
+fn lock_dir(dir: &Path) -> Result<DirLock, DirError> {
     let p = dir.join(LOCK_FILE);
     let f = fs::OpenOptions::new()
         .read(true)
@@ -418,7 +430,7 @@ fn lock_dir(dir: &Path) -> Result<fs::File, DirError> {
         .open(&p)
         .map_err(io_err(format!("opening the lock file {}", p.display())))?;
     match f.try_lock() {
-        Ok(()) => Ok(f),
+        Ok(()) => Ok(DirLock(f)),
         Err(fs::TryLockError::WouldBlock) => Err(DirError::InUse(in_use_message(dir))),
         Err(fs::TryLockError::Error(err)) => Err(DirError::Io {
             what: format!("locking {}", p.display()),
@@ -508,7 +520,7 @@ impl DirPool {
         opts: &CreateOptions,
         model: ModelKind,
         hw: &HwOptions,
-        lock: fs::File,
+        lock: DirLock,
     ) -> Result<DirPool, DirError> {
         let aside = dir.join(REPLACED_DIR);
         if aside.exists() {
@@ -836,7 +848,21 @@ impl DirPool {
                 skip_refused: true,
             },
             mem,
-        )?;
+        )
+        .map_err(|e| match e {
+            // Say which images were left out for their length: they count as missing.
+            OpenError::TooManyMissing { .. } if images.iter().any(|i| i.note.is_some()) => {
+                let left_out: Vec<String> = images
+                    .iter()
+                    .filter_map(|i| Some(format!("{} ({})", i.file, i.note.as_deref()?)))
+                    .collect();
+                DirError::Invalid(format!(
+                    "opening the pool: {e}; left out: {}",
+                    left_out.join(", ")
+                ))
+            }
+            e => DirError::Open(e),
+        })?;
         // Images the import left out for their size are not the members `classify` took them
         // for.
         for (idx, e) in &import.refused {

@@ -566,3 +566,76 @@ fn a_failed_create_leaves_no_new_directory() {
     );
     assert!(!dir.exists());
 }
+
+/// When more images are unusable than the level tolerates, the refusal names them and why.
+#[test]
+fn too_many_truncated_images_are_named_in_the_refusal() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("pool");
+    create(&dir, "0");
+    for n in [0, 2, 4] {
+        std::fs::File::options()
+            .write(true)
+            .open(dir.join(format!("disk{n}.img")))
+            .unwrap()
+            .set_len(1000)
+            .unwrap();
+    }
+    let o = sim(&["status", "--dir", dir.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("3 members missing or failed"), "{err}");
+    for n in [0, 2, 4] {
+        assert!(
+            err.contains(&format!(
+                "disk{n}.img (unusable: its length is no whole number"
+            )),
+            "{err}"
+        );
+    }
+    assert!(!err.contains("disk1.img"), "{err}");
+}
+
+/// Closing a pool releases its locks at once, even while a child process forked meanwhile
+/// (by another thread, between its fork and exec) holds copies of the descriptors: the locks
+/// are released explicitly, not by the last close. Here the child is held between fork and
+/// exit on a pipe; `status` in another process must open the pool right after the close.
+#[test]
+fn closing_a_pool_unlocks_it_while_a_forked_child_holds_its_descriptors() {
+    use raidcore::pool::PoolConfig;
+    use raidcore_sim::pooldir::{DirPool, HwOptions};
+
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("pool");
+    create(&dir, "0");
+    let held = DirPool::open(&dir, PoolConfig::default(), &HwOptions::default()).unwrap();
+    let mut fds = [0; 2];
+    // SAFETY: pipe(2) on a two-element array.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    // SAFETY: the child calls only async-signal-safe functions (read, _exit).
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork failed");
+    if pid == 0 {
+        let mut b = 0u8;
+        // SAFETY: reads one byte into `b`; exits without unwinding or running destructors.
+        unsafe {
+            libc::read(fds[0], (&raw mut b).cast(), 1);
+            libc::_exit(0);
+        }
+    }
+    held.close().unwrap();
+    let o = sim(&["status", "--dir", dir.to_str().unwrap(), "--json"]);
+    // Let the child go before asserting, so a failure leaves no process behind.
+    // SAFETY: writes one byte from a valid buffer; waits for our own child.
+    unsafe {
+        libc::write(fds[1], [1u8].as_ptr().cast(), 1);
+        libc::waitpid(pid, std::ptr::null_mut(), 0);
+        libc::close(fds[0]);
+        libc::close(fds[1]);
+    }
+    assert!(
+        o.status.success(),
+        "status after close: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}

@@ -273,9 +273,10 @@ impl core::fmt::Display for OpenError {
                 )
             }
             OpenError::TooManyMissing { missing } => {
+                let s = if *missing == 1 { "" } else { "s" };
                 write!(
                     f,
-                    "{missing} members missing or failed: more than the level tolerates"
+                    "{missing} member{s} missing or failed: more than the level tolerates"
                 )
             }
             OpenError::NoValidRoot => f.write_str("no intact checkpoint root found"),

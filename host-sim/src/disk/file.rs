@@ -74,6 +74,15 @@ fn lock(file: &File) -> Result<(), SimError> {
     }
 }
 
+impl Drop for FileDisk {
+    /// Releases the lock explicitly: closing only drops this descriptor, and a child another
+    /// thread has just forked (and not yet exec'd) holds a copy of it, which would keep the
+    /// image locked for a moment after this value is gone.
+    fn drop(&mut self) {
+        let _ = self.file.unlock();
+    }
+}
+
 impl FileDisk {
     /// Whether `err` is the refusal of an image another process holds (its lock).
     #[must_use]
