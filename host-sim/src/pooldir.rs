@@ -429,14 +429,61 @@ fn lock_dir(dir: &Path) -> Result<DirLock, DirError> {
         .truncate(false)
         .open(&p)
         .map_err(io_err(format!("opening the lock file {}", p.display())))?;
+    lock_opened(dir, f)
+}
+
+/// Locks `f`, the lock file of `dir` as opened earlier, if it is still the file the path names.
+/// A failed `create` unlinks the lock file of the directory it made (holding the lock); a
+/// process that opened the file before that and locks it after would hold a lock on a file no
+/// one else can find, so it refuses instead.
+fn lock_opened(dir: &Path, f: fs::File) -> Result<DirLock, DirError> {
+    use std::os::unix::fs::MetadataExt;
+    let p = dir.join(LOCK_FILE);
     match f.try_lock() {
-        Ok(()) => Ok(DirLock(f)),
+        Ok(()) => {
+            let same = match (f.metadata(), fs::metadata(&p)) {
+                (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+                _ => false,
+            };
+            if same {
+                Ok(DirLock(f))
+            } else {
+                Err(DirError::InUse(format!(
+                    "{} changed while this command locked it (another raidcore-sim process \
+                     created or removed a pool there); try again",
+                    dir.display()
+                )))
+            }
+        }
         Err(fs::TryLockError::WouldBlock) => Err(DirError::InUse(in_use_message(dir))),
         Err(fs::TryLockError::Error(err)) => Err(DirError::Io {
             what: format!("locking {}", p.display()),
             err,
         }),
     }
+}
+
+/// `e`, a failure to read the description of `dir`, explained where possible: the pool is in
+/// use (a `create --force` in progress has moved the description aside; checked only when
+/// `probe_lock`, as the caller must not hold the lock itself), or an interrupted
+/// `create --force` left the old pool in [`REPLACED_DIR`].
+fn missing_meta(dir: &Path, e: DirError, probe_lock: bool) -> DirError {
+    if probe_lock
+        && dir.join(LOCK_FILE).exists()
+        && let Err(in_use @ DirError::InUse(_)) = lock_dir(dir)
+    {
+        return in_use;
+    }
+    let aside = dir.join(REPLACED_DIR);
+    if aside.exists() {
+        return DirError::Invalid(format!(
+            "{e}; {} holds a pool an interrupted `create --force` moved aside: move its files \
+             back into {} to keep it",
+            aside.display(),
+            dir.display()
+        ));
+    }
+    e
 }
 
 /// An image's refusal, as [`DirError::InUse`] when it is a lock.
@@ -493,24 +540,34 @@ impl DirPool {
         hw: &HwOptions,
     ) -> Result<DirPool, DirError> {
         Self::check_layout(Some(dir), opts, hw)?;
-        let made_dir = !dir.exists();
+        // The directories this call makes, innermost first, so a failure removes them again.
+        let made_dirs: Vec<PathBuf> = dir
+            .ancestors()
+            .take_while(|a| !a.as_os_str().is_empty() && a.symlink_metadata().is_err())
+            .map(Path::to_path_buf)
+            .collect();
+        let remove_made_dirs = || {
+            for d in &made_dirs {
+                let _ = fs::remove_dir(d);
+            }
+        };
         fs::create_dir_all(dir).map_err(io_err(format!("creating {}", dir.display())))?;
-        let lock = match lock_dir(dir) {
-            Ok(l) => l,
+        let mut lock = match lock_dir(dir) {
+            Ok(l) => Some(l),
             Err(e) => {
-                if made_dir {
-                    let _ = fs::remove_dir(dir);
-                }
+                remove_made_dirs();
                 return Err(e);
             }
         };
-        let made = Self::create_locked(dir, opts, model, hw, lock);
-        if made.is_err() && made_dir {
-            // Leave no empty directory behind either (the lock file goes with it; this call
-            // made the directory, so no one else is waiting on that lock).
+        let made = Self::create_locked(dir, opts, model, hw, &mut lock);
+        if made.is_err() && !made_dirs.is_empty() {
+            // Leave no directory behind either. The lock file goes first, while the lock is
+            // still held: a process that opened it meanwhile finds it unlinked once it has
+            // the lock, and refuses (`lock_opened`).
             let _ = fs::remove_file(dir.join(LOCK_FILE));
-            let _ = fs::remove_dir(dir);
+            remove_made_dirs();
         }
+        drop(lock);
         made
     }
 
@@ -520,10 +577,11 @@ impl DirPool {
         opts: &CreateOptions,
         model: ModelKind,
         hw: &HwOptions,
-        lock: DirLock,
+        lock: &mut Option<DirLock>,
     ) -> Result<DirPool, DirError> {
         let aside = dir.join(REPLACED_DIR);
-        if aside.exists() {
+        // An empty one holds nothing (removing it fails for anything else).
+        if aside.symlink_metadata().is_ok() && fs::remove_dir(&aside).is_err() {
             return Err(DirError::Invalid(format!(
                 "{} holds a pool an interrupted `create --force` moved aside: move its files \
                  back into {} to keep that pool, or delete it, then try again",
@@ -568,7 +626,7 @@ impl DirPool {
         // The lock stays held here until the old pool is back, should the build fail.
         match Self::build(Some(dir), opts, model, hw) {
             Ok(mut p) => {
-                p.lock = Some(lock);
+                p.lock = lock.take();
                 // The new pool stands; the old one goes. (Should this fail, the next `create`
                 // names the leftover directory.)
                 if !names.is_empty() {
@@ -766,8 +824,13 @@ impl DirPool {
     /// images that belong to it (stale and foreign images are left out and listed), with
     /// run-time policy from `config`.
     pub fn open(dir: &Path, config: PoolConfig, hw: &HwOptions) -> Result<DirPool, DirError> {
-        let meta = read_meta(dir)?;
+        // The description shows `dir` is a pool directory before a lock file is made in it;
+        // it is read again under the lock, which a `create` holds while it writes it.
+        if let Err(e) = read_meta(dir) {
+            return Err(missing_meta(dir, e, true));
+        }
         let lock = lock_dir(dir)?;
+        let meta = read_meta(dir).map_err(|e| missing_meta(dir, e, false))?;
         let bs = meta.block_size()?;
         let model = match hw.model {
             Some(m) => m,
@@ -850,7 +913,8 @@ impl DirPool {
             mem,
         )
         .map_err(|e| match e {
-            // Say which images were left out for their length: they count as missing.
+            // Name the images left out, and why: each may be a member the import counted as
+            // missing.
             OpenError::TooManyMissing { .. } if images.iter().any(|i| i.note.is_some()) => {
                 let left_out: Vec<String> = images
                     .iter()
@@ -1477,6 +1541,26 @@ fn pct(a: u64, b: u64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A lock file unlinked between a process's open and its lock (a failed `create` removing
+    /// the directory it made, while a newer lock file took its place) is refused: locking it
+    /// would give two processes "the" lock.
+    #[test]
+    fn a_lock_on_an_unlinked_lock_file_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let first = lock_dir(dir).unwrap();
+        let early = fs::File::open(dir.join(LOCK_FILE)).unwrap();
+        fs::remove_file(dir.join(LOCK_FILE)).unwrap();
+        drop(first);
+        let newer = lock_dir(dir).unwrap();
+        let refused = lock_opened(dir, early).unwrap_err();
+        assert!(matches!(refused, DirError::InUse(_)), "{refused}");
+        assert!(refused.to_string().contains("changed"), "{refused}");
+        drop(newer);
+        // The file the path names can be locked again.
+        lock_dir(dir).unwrap();
+    }
 
     #[test]
     fn a_pool_in_memory_serves_io_and_refuses_replace() {

@@ -495,7 +495,7 @@ fn create_force_replaces_the_old_pool_whole() {
 /// `create` takes the directory's lock before it looks: while another process holds it (a
 /// concurrent `create`), it is refused and makes nothing, so it cannot clean up the other's
 /// images either. A `.replaced-pool` left by an interrupted `create --force` is never
-/// overwritten: create refuses and names it.
+/// overwritten: create refuses and names it (an empty one holds nothing and is removed).
 #[test]
 fn create_refuses_a_locked_directory_and_a_leftover_old_pool() {
     let tmp = tempfile::tempdir().unwrap();
@@ -521,22 +521,61 @@ fn create_refuses_a_locked_directory_and_a_leftover_old_pool() {
     assert!(err.contains("is locked"), "{err}");
     assert_eq!(snapshot(&dir).len(), 1, "only the lock file");
     lock.unlock().unwrap();
-    std::fs::create_dir(dir.join(".replaced-pool")).unwrap();
+    let aside = dir.join(".replaced-pool");
+    std::fs::create_dir(&aside).unwrap();
+    std::fs::write(aside.join("disk0.img"), b"old").unwrap();
     let o = sim(&args);
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains(".replaced-pool"), "{err}");
     assert_eq!(snapshot(&dir).len(), 1);
-    std::fs::remove_dir(dir.join(".replaced-pool")).unwrap();
+    assert_eq!(std::fs::read(aside.join("disk0.img")).unwrap(), b"old");
+    std::fs::remove_file(aside.join("disk0.img")).unwrap();
     ok(&args);
+    assert!(!aside.exists());
     assert_eq!(status(&dir)["level"], "raid5");
 }
 
-/// A `create` that fails in a directory it made leaves no directory behind.
+/// An opener that finds no description says why when it can: the pool is locked (a
+/// `create --force` in progress has moved it aside), or an interrupted `create --force` left
+/// the old pool in `.replaced-pool`.
+#[test]
+fn a_missing_description_is_explained() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("pool");
+    create(&dir, "0");
+    let d = dir.to_str().unwrap();
+    // As `create --force` leaves it between moving the old pool aside and writing the new one.
+    let aside = dir.join(".replaced-pool");
+    std::fs::create_dir(&aside).unwrap();
+    for name in ["raidcore-sim.json", "disk0.img", "disk1.img"] {
+        std::fs::rename(dir.join(name), aside.join(name)).unwrap();
+    }
+    let lock = std::fs::File::open(dir.join(".raidcore-sim.lock")).unwrap();
+    lock.try_lock().unwrap();
+    let o = sim(&["status", "--dir", d]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("is locked"), "{err}");
+    lock.unlock().unwrap();
+    let o = sim(&["status", "--dir", d]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("raidcore-sim.json") && err.contains(".replaced-pool holds a pool"),
+        "{err}"
+    );
+    for name in ["raidcore-sim.json", "disk0.img", "disk1.img"] {
+        std::fs::rename(aside.join(name), dir.join(name)).unwrap();
+    }
+    assert_eq!(status(&dir)["health"], "online");
+}
+
+/// A `create` that fails in directories it made leaves none of them behind.
 #[test]
 fn a_failed_create_leaves_no_new_directory() {
     let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("new");
+    let dir = tmp.path().join("new/a/b");
     let probe = tmp.path().join("probe");
     let f = std::fs::File::create(&probe).unwrap();
     if f.set_len(17 << 40).is_ok() {
@@ -564,7 +603,7 @@ fn a_failed_create_leaves_no_new_directory() {
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
-    assert!(!dir.exists());
+    assert!(!tmp.path().join("new").exists());
 }
 
 /// When more images are unusable than the level tolerates, the refusal names them and why.
