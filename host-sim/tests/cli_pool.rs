@@ -24,6 +24,28 @@ fn ok(args: &[&str]) -> String {
     String::from_utf8(o.stdout).unwrap()
 }
 
+/// Runs raidcore-sim expecting a refusal (exit status 2); returns what it printed on stderr.
+fn refused(args: &[&str]) -> String {
+    let o = sim(args);
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(o.status.code(), Some(2), "raidcore-sim {args:?}: {err}");
+    err
+}
+
+/// Whether the file system under `dir` refuses a 17 TiB file (ext4 holds 16 TiB at most): the
+/// failed creates below rely on it, and are skipped, saying so, where it does not.
+fn refuses_17t_files(dir: &Path) -> bool {
+    let f = std::fs::File::create(dir.join("probe")).unwrap();
+    let refuses = f.set_len(17 << 40).is_err();
+    if !refuses {
+        eprintln!(
+            "skipped: the file system under {} holds 17 TiB files",
+            dir.display()
+        );
+    }
+    refuses
+}
+
 fn status(dir: &Path) -> Value {
     let out = ok(&["status", "--dir", dir.to_str().unwrap(), "--json"]);
     serde_json::from_str(&out).unwrap_or_else(|e| panic!("status --json: {e}: {out}"))
@@ -130,8 +152,7 @@ fn fail_takes_the_spare_and_replace_rebuilds() {
         ["online", "online", "online", "online", "failed", "online"]
     );
     // Failing it again is refused (exit 2) and changes nothing.
-    let o = sim(&["fail", "--dir", d, "--disk", "4"]);
-    assert_eq!(o.status.code(), Some(2));
+    refused(&["fail", "--dir", d, "--disk", "4"]);
     assert_eq!(status(&dir)["disks"], v["disks"]);
 
     // Replace without waiting: rebuilding.
@@ -155,10 +176,7 @@ fn fail_takes_the_spare_and_replace_rebuilds() {
     assert_eq!(states(&v), ["online"; 6]);
     assert_eq!(v["scrub_unrepairable_blocks"], 0);
     // Replacing an online disk is refused.
-    assert_eq!(
-        sim(&["replace", "--dir", d, "--disk", "1"]).status.code(),
-        Some(2)
-    );
+    refused(&["replace", "--dir", d, "--disk", "1"]);
 }
 
 #[test]
@@ -167,7 +185,7 @@ fn bad_input_is_refused_with_status_2() {
     let d = tmp.path().join("p");
     let ds = d.to_str().unwrap();
     // Not a pool directory.
-    assert_eq!(sim(&["status", "--dir", ds]).status.code(), Some(2));
+    refused(&["status", "--dir", ds]);
     // Bad sizes, levels, models.
     for args in [
         &[
@@ -217,17 +235,11 @@ fn bad_input_is_refused_with_status_2() {
             "32M",
         ],
     ] {
-        let o = sim(args);
-        assert_eq!(
-            o.status.code(),
-            Some(2),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
+        refused(args);
     }
     // An existing pool is not overwritten without --force.
     create(&d, "0");
-    let o = sim(&[
+    refused(&[
         "create",
         "--dir",
         ds,
@@ -238,7 +250,6 @@ fn bad_input_is_refused_with_status_2() {
         "--disk-size",
         "32M",
     ]);
-    assert_eq!(o.status.code(), Some(2));
     assert_eq!(status(&d)["level"], "raid6");
 }
 
@@ -285,9 +296,7 @@ fn commands_refuse_a_pool_another_process_has_open() {
             "4M",
         ],
     ] {
-        let o = sim(&args);
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        let err = refused(&args);
         assert!(err.contains("locked"), "{args:?}: {err}");
     }
     assert!(images(&dir) == before, "a refused command changed an image");
@@ -305,9 +314,7 @@ fn fail_refuses_to_go_past_tolerance_without_force() {
     let d = dir.to_str().unwrap();
     ok(&["fail", "--dir", d, "--disk", "3"]);
     ok(&["fail", "--dir", d, "--disk", "4"]);
-    let o = sim(&["fail", "--dir", d, "--disk", "5"]);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{err}");
+    let err = refused(&["fail", "--dir", d, "--disk", "5"]);
     assert!(
         err.contains("more than raid6 tolerates (2)") && err.contains("--force"),
         "{err}"
@@ -417,20 +424,12 @@ fn a_failed_create_force_keeps_the_old_pool() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("pool");
     create(&dir, "1");
-    // Whether this file system refuses a 17 TiB file (ext4 does: 16 TiB at most).
-    let probe = tmp.path().join("probe");
-    let f = std::fs::File::create(&probe).unwrap();
-    if f.set_len(17 << 40).is_ok() {
-        eprintln!(
-            "skipped: the file system under {} holds 17 TiB files",
-            tmp.path().display()
-        );
+    if !refuses_17t_files(tmp.path()) {
         return;
     }
-    drop(f);
     let before = snapshot(&dir);
     let d = dir.to_str().unwrap();
-    let o = sim(&[
+    let err = refused(&[
         "create",
         "--dir",
         d,
@@ -442,8 +441,6 @@ fn a_failed_create_force_keeps_the_old_pool() {
         "--disk-size",
         "17T",
     ]);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("disk0.img"), "{err}");
     assert!(
         snapshot(&dir) == before,
@@ -515,18 +512,14 @@ fn create_refuses_a_locked_directory_and_a_leftover_old_pool() {
     ];
     let lock = std::fs::File::create(dir.join(".raidcore-sim.lock")).unwrap();
     lock.try_lock().unwrap();
-    let o = sim(&args);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{err}");
+    let err = refused(&args);
     assert!(err.contains("is locked"), "{err}");
     assert_eq!(snapshot(&dir).len(), 1, "only the lock file");
     lock.unlock().unwrap();
     let aside = dir.join(".replaced-pool");
     std::fs::create_dir(&aside).unwrap();
     std::fs::write(aside.join("disk0.img"), b"old").unwrap();
-    let o = sim(&args);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{err}");
+    let err = refused(&args);
     assert!(err.contains(".replaced-pool"), "{err}");
     assert_eq!(snapshot(&dir).len(), 1);
     assert_eq!(std::fs::read(aside.join("disk0.img")).unwrap(), b"old");
@@ -553,14 +546,10 @@ fn a_missing_description_is_explained() {
     }
     let lock = std::fs::File::open(dir.join(".raidcore-sim.lock")).unwrap();
     lock.try_lock().unwrap();
-    let o = sim(&["status", "--dir", d]);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{err}");
+    let err = refused(&["status", "--dir", d]);
     assert!(err.contains("is locked"), "{err}");
     lock.unlock().unwrap();
-    let o = sim(&["status", "--dir", d]);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{err}");
+    let err = refused(&["status", "--dir", d]);
     assert!(
         err.contains("raidcore-sim.json") && err.contains(".replaced-pool holds a pool"),
         "{err}"
@@ -576,17 +565,11 @@ fn a_missing_description_is_explained() {
 fn a_failed_create_leaves_no_new_directory() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("new/a/b");
-    let probe = tmp.path().join("probe");
-    let f = std::fs::File::create(&probe).unwrap();
-    if f.set_len(17 << 40).is_ok() {
-        eprintln!(
-            "skipped: the file system under {} holds 17 TiB files",
-            tmp.path().display()
-        );
+    if !refuses_17t_files(tmp.path()) {
         return;
     }
     let d = dir.to_str().unwrap();
-    let o = sim(&[
+    refused(&[
         "create",
         "--dir",
         d,
@@ -597,12 +580,6 @@ fn a_failed_create_leaves_no_new_directory() {
         "--disk-size",
         "17T",
     ]);
-    assert_eq!(
-        o.status.code(),
-        Some(2),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
     assert!(!tmp.path().join("new").exists());
 }
 
@@ -620,9 +597,7 @@ fn too_many_truncated_images_are_named_in_the_refusal() {
             .set_len(1000)
             .unwrap();
     }
-    let o = sim(&["status", "--dir", dir.to_str().unwrap()]);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{err}");
+    let err = refused(&["status", "--dir", dir.to_str().unwrap()]);
     assert!(err.contains("3 members missing or failed"), "{err}");
     for n in [0, 2, 4] {
         assert!(
