@@ -63,8 +63,8 @@ fn io_err(context: &'static str, e: io::Error) -> SimError {
 const IN_USE: &str = "disk image is locked: another process has this pool open (stop that server \
                       or command first)";
 
-/// Takes the exclusive advisory lock of an open image (`flock(2)`), held until the file is
-/// closed. Two processes with the same pool open would each write the members from their own
+/// Takes the exclusive advisory lock of an open image (`flock(2)`), held until it is released
+/// (a [`FileDisk`] releases it when dropped). Two processes with the same pool open would each write the members from their own
 /// in-memory state (log head, map, superblock generation) and destroy each other's data.
 fn lock(file: &File) -> Result<(), SimError> {
     match file.try_lock() {
@@ -97,7 +97,13 @@ impl FileDisk {
     /// The image is locked ([`ErrorKind::Other`], "in use"), or could not be opened.
     pub fn ensure_not_in_use(path: impl AsRef<Path>) -> Result<(), SimError> {
         match File::open(path.as_ref()) {
-            Ok(f) => lock(&f),
+            Ok(f) => {
+                lock(&f)?;
+                // Released at once, not at close (see `Drop`): the probe must not itself keep
+                // the image locked.
+                let _ = f.unlock();
+                Ok(())
+            }
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(io_err("opening disk image", e)),
         }
