@@ -77,7 +77,6 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         self.counters.redundancy_bytes +=
             after.redundancy_bytes_written - before.redundancy_bytes_written;
         self.log.unflushed_stripes += 1;
-        self.after_membership_change()?;
         if let Err(e) = res {
             self.faulted = true;
             return Err(IoError::Device(e));
@@ -545,8 +544,6 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             }
             self.counters.repair_bytes += self.array.stats().repair_bytes_written - before;
         }
-        // A failed repair write fails the member; record the new membership.
-        let _ = self.after_membership_change();
     }
 
     /// Marks a segment used from the next checkpoint's point of view and, when the pool's

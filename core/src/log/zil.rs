@@ -104,7 +104,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             }
         }
         self.marked = Some(at);
-        self.after_membership_change()
+        Ok(())
     }
 
     /// Copies of each record: the level's tolerance plus one, at most [`MAX_COPIES`].
@@ -211,7 +211,6 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
                     }
                 }
             }
-            self.after_membership_change()?;
             if written == 0 {
                 return Ok(false);
             }
@@ -225,7 +224,6 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         // all still in volatile caches, when a hot spare taking a failed slot kept the pool
         // from counting as faulted.) Otherwise the caller seals the stripe instead.
         let durable = self.array.flush();
-        self.after_membership_change()?;
         if reached.iter().any(|on| (on.0 & durable.0) == 0) {
             return Ok(false);
         }

@@ -777,6 +777,11 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         if self.st.faulted {
             return Err(IoError::Faulted);
         }
+        let r = self.maintenance_settling();
+        self.settled(r)
+    }
+
+    fn maintenance_settling(&mut self) -> Result<MaintenanceReport, IoError> {
         let budget = self.st.cfg.stripes_per_step;
         let (st, mut b) = self.bufs()?;
         st.after_membership_change()?;

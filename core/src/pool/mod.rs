@@ -1071,6 +1071,18 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
     /// after buffering (a device error) leaves the blocks either old or new.
     pub fn write(&mut self, lun: u16, lba: u64, data: &[u8], fua: bool) -> Result<(), IoError> {
         let n = self.check_io(lun, lba, data.len())?;
+        let r = self.write_settling(lun, lba, data, n, fua);
+        self.settled(r)
+    }
+
+    fn write_settling(
+        &mut self,
+        lun: u16,
+        lba: u64,
+        data: &[u8],
+        n: u64,
+        fua: bool,
+    ) -> Result<(), IoError> {
         self.ready()?;
         self.make_room(n)?;
         let (st, mut b) = self.bufs()?;
@@ -1113,7 +1125,17 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
     pub fn flush(&mut self) -> Result<(), IoError> {
         self.ready()?;
         let (st, mut b) = self.bufs()?;
-        st.flush(&mut b)
+        let r = st.flush(&mut b);
+        self.settled(r)
+    }
+
+    /// Records a membership change the operation that returned `r` caused (a member failed
+    /// under its I/O): spares, rebuilds, the new configuration. `r`'s error comes first.
+    pub(crate) fn settled<T>(&mut self, r: Result<T, IoError>) -> Result<T, IoError> {
+        let s = self.st.after_membership_change();
+        let v = r?;
+        s?;
+        Ok(v)
     }
 
     /// Unmaps `blocks` blocks of `lun` from `lba` (TRIM / UNMAP): they read as zeros and their
@@ -1123,6 +1145,11 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         if blocks == 0 || lba.checked_add(blocks).is_none_or(|e| e > rec.blocks) {
             return Err(IoError::OutOfRange);
         }
+        let r = self.trim_settling(lun, lba, blocks);
+        self.settled(r)
+    }
+
+    fn trim_settling(&mut self, lun: u16, lba: u64, blocks: u64) -> Result<(), IoError> {
         self.ready()?;
         let (st, mut b) = self.bufs()?;
         st.close_streams_in(&mut b, lun, lba, blocks)?;
@@ -1308,6 +1335,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             self.zil_obsolete();
             stripes = true;
         }
+        self.after_membership_change()?;
         if self.faulted {
             return Err(IoError::Faulted);
         }
