@@ -112,6 +112,8 @@ impl core::fmt::Display for FormatError {
     }
 }
 
+impl core::error::Error for FormatError {}
+
 /// CRC-32C (Castagnoli) of `data`, as iSCSI, ext4 and ZFS use it.
 #[must_use]
 pub fn crc32c(data: &[u8]) -> u32 {

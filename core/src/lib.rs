@@ -34,6 +34,7 @@ extern crate std;
 mod fmt;
 
 pub mod checksum;
+pub mod error;
 pub mod event;
 pub mod format;
 pub mod gf256;

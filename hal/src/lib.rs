@@ -128,8 +128,7 @@ impl core::fmt::Display for ErrorKind {
     }
 }
 
-#[cfg(feature = "std")]
-impl std::error::Error for ErrorKind {}
+impl core::error::Error for ErrorKind {}
 
 /// A device error: the backend's own error value, classified by [`Error::kind`].
 pub trait Error: core::fmt::Debug {

@@ -20,13 +20,13 @@
 use heapless::Vec;
 use raidcore_hal::BlockDevice;
 
+use crate::error::{IoError, bug};
 use crate::format::{
     self, BadRange, BlockPtr, HEADER_BYTES, ITEM_ALIGN, ItemHeader, ItemKind, LogCursor, LunRecord,
     MapEntry, ROOT_MAGIC, ROOT_SLOTS, Root, SEG_ENTRY_BYTES, SLOT_BYTES, SegEntry, SegState,
     round_up,
 };
 use crate::log::{Expect, SeqRule};
-use crate::pool::IoError;
 use crate::pool::state::{Bufs, State, seg_account};
 use crate::raid::{DiskSet, DiskState};
 
@@ -66,7 +66,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
     /// Writes a checkpoint (see the module docs).
     pub(crate) fn checkpoint(&mut self, b: &mut Bufs) -> Result<(), IoError> {
         if self.log.replaying {
-            return Err(IoError::Internal);
+            return Err(bug!(IoError));
         }
         self.write_dirty_pages(b)?;
         // The previous tables die with this checkpoint.
@@ -93,7 +93,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         }
         let mut recs: Vec<LunRecord, L> = Vec::new();
         for l in &self.luns {
-            recs.push(l.rec.clone()).map_err(|_| IoError::Internal)?;
+            recs.push(l.rec.clone()).map_err(|_| bug!(IoError))?;
         }
         let n = format::encode_lun_table(&recs, b.meta).map_err(IoError::Corrupt)?;
         let lun_ptr = self.append_table(b, ItemKind::LunTable, n)?;
@@ -113,7 +113,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             .log
             .reserved
             .get(self.log.res_idx)
-            .ok_or(IoError::Internal)?;
+            .ok_or(bug!(IoError))?;
         let mut reserved: Vec<u32, 16> = Vec::new();
         let _ = reserved.push(cur);
         let want = usize::from(self.cfg.reserved_segments).clamp(2, 16);
@@ -157,7 +157,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             }),
             counters: self.counters,
         };
-        let slot = b.meta.get_mut(..SLOT_BYTES).ok_or(IoError::Internal)?;
+        let slot = b.meta.get_mut(..SLOT_BYTES).ok_or(bug!(IoError))?;
         root.encode(slot).map_err(IoError::Corrupt)?;
         let lba = self.root_lba((root.root_gen % u64::from(ROOT_SLOTS)) as u32);
         let mut written = DiskSet::EMPTY;
@@ -219,7 +219,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             pool: 0,
             addr: 0,
         };
-        let payload = b.meta.get(..n).ok_or(IoError::Internal)?;
+        let payload = b.meta.get(..n).ok_or(bug!(IoError))?;
         let ptr = self.append(&mut b.log, b.sut, hdr, payload, true)?;
         self.counters.metadata_log_bytes += u64::from(ptr.len);
         Ok(ptr)
@@ -233,7 +233,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         let addr = self.log.head();
         let seg = self.seg_of(addr);
         seg_account(b.sut, seg, bytes as u32, true);
-        let payload = b.sut.get(..len).ok_or(IoError::Internal)?;
+        let payload = b.sut.get(..len).ok_or(bug!(IoError))?;
         let hdr = ItemHeader {
             kind: ItemKind::SegmentTable,
             flags: 0,
@@ -252,7 +252,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         self.log.next_item_seq += 1;
         // `put` must not see the table mutably; it only reads it.
         let sut: &[u8] = b.sut;
-        let payload = sut.get(..len).ok_or(IoError::Internal)?;
+        let payload = sut.get(..len).ok_or(bug!(IoError))?;
         self.put_item_bytes(&mut b.log, &h, payload, bytes)?;
         self.counters.metadata_log_bytes += bytes as u64;
         Ok(BlockPtr {
@@ -434,19 +434,16 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
                 .log
                 .stripe
                 .get_mut((pos - asm.stripe) as usize..(upto - asm.stripe) as usize)
-                .ok_or(IoError::Internal)?;
+                .ok_or(bug!(IoError))?;
             // Bytes of the item we hold; the rest (a pad's payload) is zeros.
             let have = avail.saturating_sub(k).min(n);
             if have > 0 {
-                let from = b
-                    .item
-                    .get(src + k..src + k + have)
-                    .ok_or(IoError::Internal)?;
+                let from = b.item.get(src + k..src + k + have).ok_or(bug!(IoError))?;
                 dst.get_mut(..have)
-                    .ok_or(IoError::Internal)?
+                    .ok_or(bug!(IoError))?
                     .copy_from_slice(from);
             }
-            dst.get_mut(have..).ok_or(IoError::Internal)?.fill(0);
+            dst.get_mut(have..).ok_or(bug!(IoError))?.fill(0);
             pos = upto;
         }
         Ok(())
@@ -578,14 +575,14 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         let body = b
             .item
             .get(off..off + h.stored_len as usize)
-            .ok_or(IoError::Internal)?;
+            .ok_or(bug!(IoError))?;
         let recs: Vec<LunRecord, L> = format::decode_lun_table(body).map_err(IoError::Corrupt)?;
         // Bad list.
         let (h2, off2) = self.load_item(b, root.bad, Expect::table(ItemKind::BadList))?;
         let body2 = b
             .item
             .get(off2..off2 + h2.stored_len as usize)
-            .ok_or(IoError::Internal)?;
+            .ok_or(bug!(IoError))?;
         let bad = format::decode_bad_list(body2).map_err(IoError::Corrupt)?;
         // Segment table.
         let len = self.segments() as usize * SEG_ENTRY_BYTES;
@@ -593,10 +590,10 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         if h3.stored_len as usize != len {
             return Err(IoError::Corrupt(format::FormatError::Bounds));
         }
-        let body3 = b.item.get(off3..off3 + len).ok_or(IoError::Internal)?;
+        let body3 = b.item.get(off3..off3 + len).ok_or(bug!(IoError))?;
         b.sut
             .get_mut(..len)
-            .ok_or(IoError::Internal)?
+            .ok_or(bug!(IoError))?
             .copy_from_slice(body3);
         self.luns.clear();
         for r in recs {
@@ -605,7 +602,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             }
             self.luns
                 .push(crate::pool::state::Lun { rec: r })
-                .map_err(|_| IoError::Internal)?;
+                .map_err(|_| bug!(IoError))?;
         }
         self.bad = Vec::new();
         for r in bad {
@@ -682,10 +679,10 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         b.log
             .stripe
             .get_mut(self.log.fill..)
-            .ok_or(IoError::Internal)?
+            .ok_or(bug!(IoError))?
             .fill(0);
         if self.log.fill >= sdb {
-            return Err(IoError::Internal);
+            return Err(bug!(IoError));
         }
         // Segments the log went through are in use.
         for i in 0..=end.res_idx {

@@ -11,9 +11,9 @@
 
 use raidcore_hal::BlockDevice;
 
+use crate::error::{IoError, bug};
 use crate::format::{FANOUT, ItemHeader, ItemKind, LUN_BLOCK, MapEntry, SegEntry, SegState};
 use crate::log::SeqRule;
-use crate::pool::IoError;
 use crate::pool::state::{Bufs, PageKey, State};
 use crate::volume::Writer;
 use crate::volume::map::span;
@@ -231,7 +231,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             let data = b
                 .raw
                 .get(base + i * LUN_BLOCK..base + j * LUN_BLOCK)
-                .ok_or(IoError::Internal)?;
+                .ok_or(bug!(IoError))?;
             let mut parts = Bufs {
                 log: crate::pool::state::LogBufs {
                     stripe: b.log.stripe,
@@ -297,7 +297,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         let e = MapEntry::decode(
             b.pages
                 .get(ps * crate::format::PAGE_PAYLOAD..(ps + 1) * crate::format::PAGE_PAYLOAD)
-                .ok_or(IoError::Internal)?,
+                .ok_or(bug!(IoError))?,
             at,
         );
         Ok(Some(e.ptr()).filter(|p| !p.is_none()))

@@ -15,9 +15,9 @@ pub(crate) mod zil;
 
 use raidcore_hal::BlockDevice;
 
+use crate::error::{IoError, bug};
 use crate::event::Event;
 use crate::format::{BlockPtr, HEADER_BYTES, ItemHeader, ItemKind, SECTOR, SegEntry, SegState};
-use crate::pool::IoError;
 use crate::pool::state::{Bufs, LogBufs, State, seg_account};
 use crate::raid::{ArrayError, DiskSet, Level};
 
@@ -137,7 +137,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             let (now, rest) = src.split_at(n);
             lb.stripe
                 .get_mut(self.log.fill..self.log.fill + n)
-                .ok_or(IoError::Internal)?
+                .ok_or(bug!(IoError))?
                 .copy_from_slice(now);
             self.log.fill += n;
             src = rest;
@@ -254,7 +254,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         live: bool,
     ) -> Result<BlockPtr, IoError> {
         if self.log.replaying {
-            return Err(IoError::Internal);
+            return Err(bug!(IoError));
         }
         hdr.stored_len = payload.len() as u32;
         let bytes = hdr.item_bytes();
@@ -310,7 +310,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         let end = (addr + len as u64).div_ceil(bb) * bb;
         let total = (end - start) as usize;
         if total > buf.len() {
-            return Err(IoError::Internal);
+            return Err(bug!(IoError));
         }
         let sdb = self.sdb() as u64;
         let open_lo = self.log.stripe_addr;
@@ -321,10 +321,10 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             let piece_end = stripe_end.min(end);
             let dst = buf
                 .get_mut((at - start) as usize..(piece_end - start) as usize)
-                .ok_or(IoError::Internal)?;
+                .ok_or(bug!(IoError))?;
             if at >= open_lo && at < open_hi && !self.log.replaying {
                 let o = (at - open_lo) as usize;
-                let src = lb.stripe.get(o..o + dst.len()).ok_or(IoError::Internal)?;
+                let src = lb.stripe.get(o..o + dst.len()).ok_or(bug!(IoError))?;
                 dst.copy_from_slice(src);
             } else {
                 self.array
@@ -429,7 +429,9 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         if in_memory
             || matches!(
                 err,
-                IoError::Device(ArrayError::Misaligned | ArrayError::OutOfRange)
+                IoError::Device(
+                    ArrayError::Misaligned | ArrayError::OutOfRange | ArrayError::LogicBug { .. }
+                )
             )
         {
             return Err(err);
@@ -471,7 +473,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         let len = ptr.len as usize;
         let off = self.read_log(&mut b.log, ptr.addr, len, b.item, exclude)?;
         let max_payload = len - HEADER_BYTES;
-        let bytes = b.item.get(off..off + len).ok_or(IoError::Internal)?;
+        let bytes = b.item.get(off..off + len).ok_or(bug!(IoError))?;
         let hdr = ItemHeader::decode(bytes, max_payload).map_err(IoError::Corrupt)?;
         let bad = crate::format::FormatError::Crc;
         if hdr.pool != self.conf.pool_tag
@@ -495,7 +497,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         }
         let payload = bytes
             .get(HEADER_BYTES..HEADER_BYTES + hdr.stored_len as usize)
-            .ok_or(IoError::Internal)?;
+            .ok_or(bug!(IoError))?;
         let crc = crate::format::crc32c(payload);
         if crc != hdr.payload_crc || (ptr.crc != 0 && crc != ptr.crc) {
             return Err(IoError::Corrupt(bad));

@@ -26,10 +26,10 @@
 use heapless::Vec;
 use raidcore_hal::BlockDevice;
 
+use crate::error::{IoError, bug};
 use crate::format::{
     FLUSH_MARK_SLOTS, FlushMark, HEADER_BYTES, ROOT_SLOTS, SECTOR, SLOT_BYTES, ZilHeader,
 };
-use crate::pool::IoError;
 use crate::pool::state::{Bufs, State};
 use crate::raid::DiskSet;
 
@@ -86,7 +86,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             durable: at.1,
             mark_seq: self.mark_seq,
         };
-        let slot = b.meta.get_mut(..SLOT_BYTES).ok_or(IoError::Internal)?;
+        let slot = b.meta.get_mut(..SLOT_BYTES).ok_or(bug!(IoError))?;
         slot.fill(0);
         mark.encode(slot).map_err(IoError::Corrupt)?;
         let lba = self.zil_lba(self.zil_ring_slots() + (self.mark_seq % 2) as u32);
@@ -175,9 +175,9 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
                 return Ok(false);
             }
             let total = slots as usize * SLOT_BYTES;
-            let rec = b.item.get_mut(..total).ok_or(IoError::Internal)?;
+            let rec = b.item.get_mut(..total).ok_or(bug!(IoError))?;
             rec.fill(0);
-            let payload = b.log.stripe.get(off..off + len).ok_or(IoError::Internal)?;
+            let payload = b.log.stripe.get(off..off + len).ok_or(bug!(IoError))?;
             let hdr = ZilHeader {
                 pool: self.conf.pool_tag,
                 stripe_addr: self.log.stripe_addr,
@@ -189,7 +189,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             };
             hdr.encode(rec).map_err(IoError::Corrupt)?;
             rec.get_mut(HEADER_BYTES..HEADER_BYTES + len)
-                .ok_or(IoError::Internal)?
+                .ok_or(bug!(IoError))?
                 .copy_from_slice(payload);
             self.zil_record_seq += 1;
             let mut written = 0;
@@ -253,7 +253,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
                 let mut slot = 0;
                 while slot < zil_slots {
                     let lba = self.zil_lba(slot);
-                    let one = b.meta.get_mut(..SLOT_BYTES).ok_or(IoError::Internal)?;
+                    let one = b.meta.get_mut(..SLOT_BYTES).ok_or(bug!(IoError))?;
                     if self.array.disk_read(d, lba, one).is_err() {
                         slot += 1;
                         continue;
@@ -278,7 +278,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
                     {
                         // Verify the payload before trusting the record.
                         let total = slots as usize * SLOT_BYTES;
-                        let rec = b.item.get_mut(..total).ok_or(IoError::Internal)?;
+                        let rec = b.item.get_mut(..total).ok_or(bug!(IoError))?;
                         if self.array.disk_read(d, lba, rec).is_ok() {
                             let payload = rec.get(HEADER_BYTES..HEADER_BYTES + h.len as usize);
                             if payload.is_some_and(|p| crate::format::crc32c(p) == h.payload_crc) {
@@ -301,7 +301,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         for d in 0..n {
             for k in 0..FLUSH_MARK_SLOTS {
                 let lba = self.zil_lba(zil_slots + k);
-                let one = b.meta.get_mut(..SLOT_BYTES).ok_or(IoError::Internal)?;
+                let one = b.meta.get_mut(..SLOT_BYTES).ok_or(bug!(IoError))?;
                 if self.array.disk_read(d, lba, one).is_err() {
                     continue;
                 }
@@ -351,9 +351,9 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
                 self.array
                     .disk_read(r.disk as usize, lba, &mut tmp)
                     .map_err(IoError::Device)?;
-                let src = tmp.get(in_slot..in_slot + n).ok_or(IoError::Internal)?;
+                let src = tmp.get(in_slot..in_slot + n).ok_or(bug!(IoError))?;
                 dst.get_mut((x - at) as usize..(x - at) as usize + n)
-                    .ok_or(IoError::Internal)?
+                    .ok_or(bug!(IoError))?
                     .copy_from_slice(src);
                 self.recovery_healed = true;
                 x += n as u64;

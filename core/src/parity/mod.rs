@@ -83,8 +83,7 @@ impl core::fmt::Display for ParityError {
     }
 }
 
-#[cfg(feature = "std")]
-impl std::error::Error for ParityError {}
+impl core::error::Error for ParityError {}
 
 /// Which parity a stripe carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -10,8 +10,9 @@
 use heapless::Vec;
 use raidcore_hal::{BlockDevice, ErrorKind};
 
+use super::Pool;
 use super::state::{Bufs, Rebuild, Scrub, Spare, State};
-use super::{IoError, Pool};
+use crate::error::IoError;
 use crate::event::Event;
 use crate::format::{self, BadRange, ItemKind, SLOT_BYTES, SegState, Superblock};
 use crate::log::{Expect, SeqRule};

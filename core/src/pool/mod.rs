@@ -34,10 +34,13 @@ use crate::format::{
     self, BlockPtr, Counters, FormatError, LUN_BLOCK, LUN_NAME_MAX, LunCounters, LunRecord,
     MemberRecord, PoolLayout, ROOT_SLOTS, Role, Root, SLOT_BYTES, SegEntry, SegState, Superblock,
 };
-use crate::raid::{Array, ArrayConfig, ArrayError, DiskState, Geometry, GeometryError, Level};
+use crate::raid::{Array, ArrayConfig, DiskState, Geometry, GeometryError, Level};
 use state::{Bufs, Config, LogState, Lun, MemLayout, Spare, State, ZilRing};
 
+pub use crate::error::IoError;
 pub use health::{DiskStatus, Health, MaintenanceReport, Status};
+
+use crate::error::bug;
 
 /// Settings of a pool. The first group is fixed at creation (recorded in the superblocks); the
 /// rest are run-time policy.
@@ -89,73 +92,6 @@ impl Default for PoolConfig {
     }
 }
 
-/// Why a data-path call (read, write, flush, trim) failed. Nothing changed unless stated.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum IoError {
-    /// No LUN with that number.
-    NoSuchLun,
-    /// The LBA range is not inside the LUN.
-    OutOfRange,
-    /// The buffer is empty or not a whole number of 4 KiB blocks.
-    Misaligned,
-    /// The pool is full: nothing of this write was accepted.
-    NoSpace,
-    /// The block's data is lost (more damage than the RAID level tolerates); it reads back as
-    /// this error until rewritten.
-    Unrecoverable {
-        /// LUN.
-        lun: u16,
-        /// LBA (4 KiB blocks).
-        lba: u64,
-    },
-    /// More members failed than the level tolerates; the pool serves no I/O.
-    Faulted,
-    /// A member or array operation failed.
-    Device(ArrayError),
-    /// On-disk metadata failed its checks and could not be repaired.
-    Corrupt(FormatError),
-    /// The log ran out of reserved segments (a configuration too small for the workload).
-    LogFull,
-    /// The map cache has no evictable page (configure more cache pages).
-    CacheFull,
-    /// Import: the log is unreadable at address `addr` (bytes), before the position the last
-    /// completed flush made durable. More faults than the level tolerates destroyed an item
-    /// header there, so the writes acknowledged after it cannot be found; importing anyway
-    /// would serve their blocks' older data as current.
-    LogLost {
-        /// Log address (bytes) of the unreadable item.
-        addr: u64,
-    },
-    /// An internal invariant did not hold (a bug); the operation was abandoned.
-    Internal,
-}
-
-impl core::fmt::Display for IoError {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        match self {
-            IoError::NoSuchLun => f.write_str("no such LUN"),
-            IoError::OutOfRange => f.write_str("LBA range past the end of the LUN"),
-            IoError::Misaligned => f.write_str("buffer is not a whole number of 4 KiB blocks"),
-            IoError::NoSpace => f.write_str("pool is full"),
-            IoError::Unrecoverable { lun, lba } => write!(f, "LUN {lun} LBA {lba}: data lost"),
-            IoError::LogLost { addr } => write!(
-                f,
-                "log unreadable at address {addr}, before the last flush's end: more faults \
-                 than the level tolerates; acknowledged writes after it are lost"
-            ),
-            IoError::Faulted => {
-                f.write_str("pool faulted: more member failures than the level tolerates")
-            }
-            IoError::Device(e) => write!(f, "array: {e}"),
-            IoError::Corrupt(e) => write!(f, "metadata damaged: {e}"),
-            IoError::LogFull => f.write_str("log segments exhausted"),
-            IoError::CacheFull => f.write_str("map cache too small"),
-            IoError::Internal => f.write_str("internal error"),
-        }
-    }
-}
-
 /// Why a LUN could not be created or deleted. Nothing changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -183,6 +119,15 @@ impl core::fmt::Display for LunError {
             LunError::NameTaken => f.write_str("a LUN with this name exists"),
             LunError::NoSuchLun => f.write_str("no such LUN"),
             LunError::Io(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl core::error::Error for LunError {
+    fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
+        match self {
+            LunError::Io(e) => Some(e),
+            _ => None,
         }
     }
 }
@@ -281,6 +226,16 @@ impl core::fmt::Display for OpenError {
             }
             OpenError::NoValidRoot => f.write_str("no intact checkpoint root found"),
             OpenError::Io(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl core::error::Error for OpenError {
+    fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
+        match self {
+            OpenError::Geometry(e) => Some(e),
+            OpenError::Io(e) => Some(e),
+            _ => None,
         }
     }
 }
@@ -914,7 +869,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
 
     fn bufs(&mut self) -> Result<(&mut State<D, N, L, P, S>, Bufs<'_>), IoError> {
         let layout = self.st.mem;
-        let b = layout.split(self.mem.as_mut()).ok_or(IoError::Internal)?;
+        let b = layout.split(self.mem.as_mut()).ok_or(bug!(IoError))?;
         Ok((&mut self.st, b))
     }
 

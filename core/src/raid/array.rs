@@ -18,6 +18,7 @@ use heapless::Vec;
 use raidcore_hal::{BlockDevice, Error as _, ErrorKind};
 
 use super::geometry::{Column, Geometry, Level};
+use crate::error::bug;
 use crate::event::{Event, EventLog};
 use crate::parity::{self, Scheme};
 
@@ -202,6 +203,11 @@ pub enum ArrayError {
     },
     /// Disks given to [`Array::new`] do not fit the geometry (count, block size or size).
     DiskMismatch,
+    /// An invariant of the array did not hold (a bug); `at` names the file and line.
+    LogicBug {
+        /// `file:line` of the check that failed.
+        at: &'static str,
+    },
 }
 
 impl core::fmt::Display for ArrayError {
@@ -221,6 +227,16 @@ impl core::fmt::Display for ArrayError {
             }
             ArrayError::Disk { disk, kind } => write!(f, "disk {disk}: {kind}"),
             ArrayError::DiskMismatch => f.write_str("disks do not match the geometry"),
+            ArrayError::LogicBug { at } => write!(f, "internal error (a bug) found at {at}"),
+        }
+    }
+}
+
+impl core::error::Error for ArrayError {
+    fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
+        match self {
+            ArrayError::Disk { kind, .. } => Some(kind),
+            _ => None,
         }
     }
 }
@@ -608,7 +624,7 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
                     Level::Raid1 | Level::Raid10 => Column::Mirror { data: i, copy },
                     _ => Column::Data(i),
                 };
-                let disk = geo.disk_of(stripe, col).ok_or(ArrayError::OutOfRange)?;
+                let disk = geo.disk_of(stripe, col).ok_or(bug!(ArrayError))?;
                 if !self.writable(disk) {
                     continue;
                 }
@@ -626,9 +642,7 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
             let chunk = (scratch.len() / 2 / bb * bb).min(sb);
             let (pbuf, rest) = scratch.split_at_mut(chunk);
             let qbuf = rest.get_mut(..chunk).ok_or(ArrayError::ScratchTooSmall)?;
-            let p_disk = geo
-                .disk_of(stripe, Column::P)
-                .ok_or(ArrayError::OutOfRange)?;
+            let p_disk = geo.disk_of(stripe, Column::P).ok_or(bug!(ArrayError))?;
             let q_disk = geo.disk_of(stripe, Column::Q);
             let mut off = 0;
             while off < sb {
@@ -637,8 +651,8 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
                 for i in 0..k {
                     let s = data
                         .get(i * sb + off..i * sb + off + len)
-                        .ok_or(ArrayError::OutOfRange)?;
-                    cols.push(s).map_err(|_| ArrayError::OutOfRange)?;
+                        .ok_or(bug!(ArrayError))?;
+                    cols.push(s).map_err(|_| bug!(ArrayError))?;
                 }
                 let p = pbuf.get_mut(..len).ok_or(ArrayError::ScratchTooSmall)?;
                 let q = qbuf.get_mut(..len).ok_or(ArrayError::ScratchTooSmall)?;
@@ -727,13 +741,9 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
         let sb = geo.strip_bytes();
         let mut done = 0usize;
         while done < buf.len() {
-            let (stripe, strip, off) = geo
-                .locate(addr + done as u64)
-                .ok_or(ArrayError::OutOfRange)?;
+            let (stripe, strip, off) = geo.locate(addr + done as u64).ok_or(bug!(ArrayError))?;
             let len = (sb - off).min(buf.len() - done);
-            let out = buf
-                .get_mut(done..done + len)
-                .ok_or(ArrayError::OutOfRange)?;
+            let out = buf.get_mut(done..done + len).ok_or(bug!(ArrayError))?;
             self.read_piece(stripe, strip, off, out, scratch, exclude)?;
             done += len;
         }
@@ -760,7 +770,7 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
                 for copy in 0..geo.copies() {
                     let d = geo
                         .disk_of(stripe, Column::Mirror { data: strip, copy })
-                        .ok_or(ArrayError::OutOfRange)?;
+                        .ok_or(bug!(ArrayError))?;
                     excluded |= exclude.contains(d);
                     if exclude.contains(d) || !self.readable(d, stripe) {
                         continue;
@@ -790,7 +800,7 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
             Level::Raid0 | Level::Raid5 | Level::Raid6 => {
                 let d = geo
                     .disk_of(stripe, Column::Data(strip))
-                    .ok_or(ArrayError::OutOfRange)?;
+                    .ok_or(bug!(ArrayError))?;
                 let mut repair = DiskSet::EMPTY;
                 if !exclude.contains(d) && self.readable(d, stripe) {
                     match self.dev_read(d, lba, out) {
@@ -877,8 +887,8 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
             let mut rewrite = repair;
             // Read every column we can into its slot.
             for (ci, slot) in scratch.chunks_exact_mut(chunk).take(ncols).enumerate() {
-                let col = geo.parity_column(ci).ok_or(ArrayError::OutOfRange)?;
-                let d = geo.disk_of(stripe, col).ok_or(ArrayError::OutOfRange)?;
+                let col = geo.parity_column(ci).ok_or(bug!(ArrayError))?;
+                let d = geo.disk_of(stripe, col).ok_or(bug!(ArrayError))?;
                 let slot = slot.get_mut(..clen).ok_or(ArrayError::ScratchTooSmall)?;
                 let ok = !exclude.contains(d)
                     && !repair.contains(d)
@@ -909,7 +919,7 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
                 let mut cols: Vec<&mut [u8], 34> = Vec::new();
                 for slot in scratch.chunks_exact_mut(chunk).take(ncols) {
                     let s = slot.get_mut(..clen).ok_or(ArrayError::ScratchTooSmall)?;
-                    cols.push(s).map_err(|_| ArrayError::OutOfRange)?;
+                    cols.push(s).map_err(|_| bug!(ArrayError))?;
                 }
                 parity::reconstruct(&mut cols, scheme, &erased)
                     .map_err(|_| ArrayError::Misaligned)?;
@@ -926,9 +936,9 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
             if let Some((strip, out)) = want.as_mut() {
                 let src = scratch
                     .get(*strip * chunk..*strip * chunk + clen)
-                    .ok_or(ArrayError::OutOfRange)?;
+                    .ok_or(bug!(ArrayError))?;
                 out.get_mut(done..done + clen)
-                    .ok_or(ArrayError::OutOfRange)?
+                    .ok_or(bug!(ArrayError))?
                     .copy_from_slice(src);
                 // Deliberate bug for the fault campaign's self-test: flip a reconstructed byte.
                 #[cfg(feature = "mutate")]
@@ -1249,16 +1259,16 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
             let chunk_suspect: Option<Option<usize>> = match geo.level() {
                 Level::Raid0 => None,
                 Level::Raid5 | Level::Raid6 => {
-                    let scheme = self.scheme().ok_or(ArrayError::OutOfRange)?;
+                    let scheme = self.scheme().ok_or(bug!(ArrayError))?;
                     if rep.unreadable.is_empty() {
                         let mut cols: Vec<&[u8], 34> = Vec::new();
                         for ci in 0..geo.data_strips() + geo.parity_strips() {
-                            let col = geo.parity_column(ci).ok_or(ArrayError::OutOfRange)?;
-                            let d = geo.disk_of(stripe, col).ok_or(ArrayError::OutOfRange)?;
+                            let col = geo.parity_column(ci).ok_or(bug!(ArrayError))?;
+                            let d = geo.disk_of(stripe, col).ok_or(bug!(ArrayError))?;
                             let s = scratch
                                 .get(d * chunk..d * chunk + clen)
-                                .ok_or(ArrayError::OutOfRange)?;
-                            cols.push(s).map_err(|_| ArrayError::OutOfRange)?;
+                                .ok_or(bug!(ArrayError))?;
+                            cols.push(s).map_err(|_| bug!(ArrayError))?;
                         }
                         match parity::check(&cols, scheme).map_err(|_| ArrayError::Misaligned)? {
                             parity::CheckResult::Consistent => None,
@@ -1284,17 +1294,17 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
                         for slot in scratch.chunks_exact_mut(chunk).take(n) {
                             by_disk
                                 .push(slot.get_mut(..clen))
-                                .map_err(|_| ArrayError::OutOfRange)?;
+                                .map_err(|_| bug!(ArrayError))?;
                         }
                         let mut cols: Vec<&mut [u8], 34> = Vec::new();
                         for ci in 0..geo.data_strips() + geo.parity_strips() {
-                            let col = geo.parity_column(ci).ok_or(ArrayError::OutOfRange)?;
-                            let d = geo.disk_of(stripe, col).ok_or(ArrayError::OutOfRange)?;
+                            let col = geo.parity_column(ci).ok_or(bug!(ArrayError))?;
+                            let d = geo.disk_of(stripe, col).ok_or(bug!(ArrayError))?;
                             let c = by_disk
                                 .get_mut(d)
                                 .and_then(Option::take)
                                 .ok_or(ArrayError::ScratchTooSmall)?;
-                            cols.push(c).map_err(|_| ArrayError::OutOfRange)?;
+                            cols.push(c).map_err(|_| bug!(ArrayError))?;
                         }
                         parity::reconstruct(&mut cols, scheme, &[missing])
                             .map_err(|_| ArrayError::Misaligned)?;
@@ -1332,7 +1342,7 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
                         };
                         let a = scratch
                             .get(first * chunk..first * chunk + clen)
-                            .ok_or(ArrayError::OutOfRange)?;
+                            .ok_or(bug!(ArrayError))?;
                         let differs = copies.iter().skip(1).any(|&d| {
                             scratch
                                 .get(d * chunk..d * chunk + clen)
@@ -1459,7 +1469,7 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
 fn check_columns(cols: &[&mut [u8]], scheme: Scheme) -> Result<parity::CheckResult, ArrayError> {
     let mut ro: Vec<&[u8], 34> = Vec::new();
     for c in cols {
-        ro.push(&**c).map_err(|_| ArrayError::OutOfRange)?;
+        ro.push(&**c).map_err(|_| bug!(ArrayError))?;
     }
     parity::check(&ro, scheme).map_err(|_| ArrayError::Misaligned)
 }

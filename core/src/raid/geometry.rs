@@ -114,6 +114,8 @@ impl core::fmt::Display for GeometryError {
     }
 }
 
+impl core::error::Error for GeometryError {}
+
 /// The shape of an array: level, member count, strip size and where the data area lies on each
 /// member. All members have the same block size and the same usable size (the smallest's).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

@@ -9,15 +9,15 @@
 
 use raidcore_hal::BlockDevice;
 
+use crate::error::{IoError, bug};
 use crate::format::{BlockPtr, ENTRY_BYTES, FANOUT, ItemHeader, ItemKind, MapEntry, PAGE_PAYLOAD};
 use crate::log::Expect;
-use crate::pool::IoError;
 use crate::pool::state::{Bufs, PageKey, PageMeta, State, seg_account};
 
 fn page(pages: &mut [u8], slot: usize) -> Result<&mut [u8], IoError> {
     pages
         .get_mut(slot * PAGE_PAYLOAD..(slot + 1) * PAGE_PAYLOAD)
-        .ok_or(IoError::Internal)
+        .ok_or(bug!(IoError))
 }
 
 /// `FANOUT^level`, saturating.
@@ -43,7 +43,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         self.cache
             .get_mut(slot)
             .and_then(Option::as_mut)
-            .ok_or(IoError::Internal)
+            .ok_or(bug!(IoError))
     }
 
     /// Loads the page `key` (and its ancestors) into the cache; returns its slot.
@@ -89,10 +89,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         } else {
             match self.load_item(b, ptr, Expect::page(key.lun, key.level, key.index)) {
                 Ok((h, off)) if h.stored_len as usize == PAGE_PAYLOAD => {
-                    let src = b
-                        .item
-                        .get(off..off + PAGE_PAYLOAD)
-                        .ok_or(IoError::Internal)?;
+                    let src = b.item.get(off..off + PAGE_PAYLOAD).ok_or(bug!(IoError))?;
                     page(b.pages, slot)?.copy_from_slice(src);
                 }
                 Ok(_) => return Err(IoError::Corrupt(crate::format::FormatError::Bounds)),
@@ -120,7 +117,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         }
         if self.cache.len() < P {
             let i = self.cache.len();
-            self.cache.push(None).map_err(|_| IoError::Internal)?;
+            self.cache.push(None).map_err(|_| bug!(IoError))?;
             return Ok(i);
         }
         let victim = self
@@ -141,7 +138,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             .get(slot)
             .copied()
             .flatten()
-            .ok_or(IoError::Internal)?;
+            .ok_or(bug!(IoError))?;
         if m.dirty {
             self.write_page(b, slot)?;
         }
@@ -170,7 +167,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             .get(slot)
             .copied()
             .flatten()
-            .ok_or(IoError::Internal)?;
+            .ok_or(bug!(IoError))?;
         let hdr = ItemHeader {
             kind: ItemKind::MapPage,
             flags: 0,
@@ -187,7 +184,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         let payload = b
             .pages
             .get(slot * PAGE_PAYLOAD..(slot + 1) * PAGE_PAYLOAD)
-            .ok_or(IoError::Internal)?;
+            .ok_or(bug!(IoError))?;
         let ptr = self.append(&mut b.log, b.sut, hdr, payload, true)?;
         self.counters.metadata_log_bytes += u64::from(ptr.len);
         if !m.ptr.is_none() {
@@ -206,7 +203,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
                 level: m.key.level + 1,
                 index: m.key.index / FANOUT as u64,
             };
-            let ps = self.cache_find(pk).ok_or(IoError::Internal)?;
+            let ps = self.cache_find(pk).ok_or(bug!(IoError))?;
             let at = (m.key.index % FANOUT as u64) as usize * ENTRY_BYTES;
             MapEntry::from_ptr(ptr).encode(page(b.pages, ps)?, at);
             self.meta_mut(ps)?.dirty = true;
@@ -390,7 +387,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             .get(slot)
             .copied()
             .flatten()
-            .ok_or(IoError::Internal)?;
+            .ok_or(bug!(IoError))?;
         if m.key.level < self.top_level(m.key.lun)? {
             let pk = PageKey {
                 lun: m.key.lun,
@@ -550,7 +547,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
                     .get(s)
                     .copied()
                     .flatten()
-                    .ok_or(IoError::Internal)?
+                    .ok_or(bug!(IoError))?
                     .ptr;
                 self.drop_slot(s)?;
                 p

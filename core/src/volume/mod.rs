@@ -15,12 +15,12 @@ pub(crate) mod map;
 
 use raidcore_hal::BlockDevice;
 
+use crate::error::{IoError, bug};
 use crate::format::{
     FLAG_CLEANER, FLAG_COMPRESSED, HEADER_BYTES, ITEM_ALIGN, ItemHeader, ItemKind, LUN_BLOCK,
     MapEntry, SECTOR, round_up,
 };
 use crate::log::Expect;
-use crate::pool::IoError;
 use crate::pool::state::{Bufs, State, Stream};
 
 /// Who is appending an extent (for accounting).
@@ -37,7 +37,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         let sb = b.stream_bytes;
         b.streams
             .get_mut(slot as usize * sb..(slot as usize + 1) * sb)
-            .ok_or(IoError::Internal)
+            .ok_or(bug!(IoError))
     }
 
     /// Buffers one 4 KiB block of client data for `lun`/`lba`.
@@ -54,11 +54,11 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         if let Some(i) = self.streams.iter().position(|s| {
             s.lun == lun && s.blocks > 0 && lba >= s.start && lba < s.start + u64::from(s.blocks)
         }) {
-            let s = *self.streams.get(i).ok_or(IoError::Internal)?;
+            let s = *self.streams.get(i).ok_or(bug!(IoError))?;
             let off = (lba - s.start) as usize * LUN_BLOCK;
             Self::stream_buf(b, s.slot)?
                 .get_mut(off..off + LUN_BLOCK)
-                .ok_or(IoError::Internal)?
+                .ok_or(bug!(IoError))?
                 .copy_from_slice(data);
             if let Some(s) = self.streams.get_mut(i) {
                 s.last_touch = t;
@@ -75,14 +75,14 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
                 Some(i) => i,
                 None => self.new_stream(b, lun, lba)?,
             };
-        let s = *self.streams.get(i).ok_or(IoError::Internal)?;
+        let s = *self.streams.get(i).ok_or(bug!(IoError))?;
         let off = s.blocks as usize * LUN_BLOCK;
         Self::stream_buf(b, s.slot)?
             .get_mut(off..off + LUN_BLOCK)
-            .ok_or(IoError::Internal)?
+            .ok_or(bug!(IoError))?
             .copy_from_slice(data);
         let full = {
-            let s = self.streams.get_mut(i).ok_or(IoError::Internal)?;
+            let s = self.streams.get_mut(i).ok_or(bug!(IoError))?;
             s.blocks += 1;
             s.last_touch = t;
             s.last_time = now;
@@ -107,7 +107,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
                 last_touch: 0,
                 last_time: 0,
             };
-            self.streams.push(fresh).map_err(|_| IoError::Internal)?;
+            self.streams.push(fresh).map_err(|_| bug!(IoError))?;
             self.streams.len() - 1
         } else {
             // Prefer an empty (remembered) stream, then the least recently used.
@@ -117,11 +117,11 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
                 .enumerate()
                 .min_by_key(|(_, s)| (s.blocks > 0, s.last_touch))
                 .map(|(i, _)| i)
-                .ok_or(IoError::Internal)?;
+                .ok_or(bug!(IoError))?;
             self.close_stream(b, i)?;
             i
         };
-        let s = self.streams.get_mut(idx).ok_or(IoError::Internal)?;
+        let s = self.streams.get_mut(idx).ok_or(bug!(IoError))?;
         s.lun = lun;
         s.start = lba;
         s.blocks = 0;
@@ -131,7 +131,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
     /// Closes stream `i`'s extent (appends it to the log); the stream stays, empty, remembering
     /// where its run continues.
     pub(crate) fn close_stream(&mut self, b: &mut Bufs, i: usize) -> Result<(), IoError> {
-        let s = *self.streams.get(i).ok_or(IoError::Internal)?;
+        let s = *self.streams.get(i).ok_or(bug!(IoError))?;
         if s.blocks == 0 {
             return Ok(());
         }
@@ -140,7 +140,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         let data = b
             .streams
             .get(s.slot as usize * sb..s.slot as usize * sb + len)
-            .ok_or(IoError::Internal)?;
+            .ok_or(bug!(IoError))?;
         // `emit` needs the other buffers; the stream buffer is not among them.
         let (lb, sut, comp, pages, item, raw) = (
             &mut b.log,
@@ -185,7 +185,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
     pub(crate) fn close_idle_streams(&mut self, b: &mut Bufs) -> Result<(), IoError> {
         let idle = self.cfg.idle_close;
         for i in 0..self.streams.len() {
-            let s = *self.streams.get(i).ok_or(IoError::Internal)?;
+            let s = *self.streams.get(i).ok_or(bug!(IoError))?;
             if s.blocks > 0 && self.now.saturating_sub(s.last_time) > idle {
                 self.close_stream(b, i)?;
             }
@@ -202,7 +202,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         blocks: u64,
     ) -> Result<(), IoError> {
         for i in 0..self.streams.len() {
-            let s = *self.streams.get(i).ok_or(IoError::Internal)?;
+            let s = *self.streams.get(i).ok_or(bug!(IoError))?;
             if s.lun == lun
                 && s.blocks > 0
                 && s.start < lba + blocks
@@ -269,7 +269,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             return self.emit(b, lun, lba + k as u64, rest, who);
         }
         let payload: &[u8] = match compressed {
-            Some(n) => b.comp.get(..n).ok_or(IoError::Internal)?,
+            Some(n) => b.comp.get(..n).ok_or(bug!(IoError))?,
             None => data,
         };
         let stored_len = payload.len() as u32;
@@ -346,7 +346,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         let payload = b
             .item
             .get(off..off + h.stored_len as usize)
-            .ok_or(IoError::Internal)?;
+            .ok_or(bug!(IoError))?;
         let raw_len = h.raw_len as usize;
         if raw_len != h.blocks as usize * LUN_BLOCK
             || raw_len > b.raw_slot
@@ -355,7 +355,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             return Err(IoError::Corrupt(crate::format::FormatError::Bounds));
         }
         let at = slot * b.raw_slot;
-        let out = b.raw.get_mut(at..at + raw_len).ok_or(IoError::Internal)?;
+        let out = b.raw.get_mut(at..at + raw_len).ok_or(bug!(IoError))?;
         if h.flags & FLAG_COMPRESSED != 0 {
             match lz4_flex::block::decompress_into(payload, out) {
                 Ok(n) if n == raw_len => {}
@@ -396,7 +396,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             out.copy_from_slice(
                 Self::stream_buf(b, s.slot)?
                     .get(off..off + LUN_BLOCK)
-                    .ok_or(IoError::Internal)?,
+                    .ok_or(bug!(IoError))?,
             );
             return Ok(());
         }
@@ -418,7 +418,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             Err(x) => return Err(x),
         };
         let off = base + e.index as usize * LUN_BLOCK;
-        out.copy_from_slice(b.raw.get(off..off + LUN_BLOCK).ok_or(IoError::Internal)?);
+        out.copy_from_slice(b.raw.get(off..off + LUN_BLOCK).ok_or(bug!(IoError))?);
         Ok(())
     }
 }
