@@ -871,9 +871,6 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
 {
     pub(crate) fn new_guid(&mut self) -> u64 {
         self.conf.next_guid += 1;
-        let mut x = self.conf.pool_tag ^ self.conf.next_guid.wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        x ^= x >> 29;
-        x = x.wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        x ^ (x >> 32)
+        super::disk_guid(self.conf.pool_tag, self.conf.next_guid)
     }
 }

@@ -27,7 +27,7 @@ pub(crate) mod state;
 mod tests;
 
 use heapless::Vec;
-use raidcore_hal::{BlockDevice, BlockSize, Error as _};
+use raidcore_hal::{BlockDevice, BlockSize};
 
 use crate::event::EventLog;
 use crate::format::{
@@ -389,13 +389,7 @@ pub fn read_superblock<D: BlockDevice>(disk: &mut D) -> Result<Superblock, OpenE
     let mut version = None;
     for i in 0..2 {
         let lba = u64::from(format::superblock_slot(i)) * per;
-        let mut attempt = 0;
-        let read = loop {
-            match disk.read(lba, &mut slot) {
-                Err(e) if e.kind().is_retryable() && attempt < retries => attempt += 1,
-                r => break r,
-            }
-        };
+        let (read, _) = crate::raid::with_retries(retries, || disk.read(lba, &mut slot));
         if read.is_err() {
             continue;
         }
@@ -457,9 +451,10 @@ fn label_blocks(zil_slots: u32, block: BlockSize) -> u64 {
     (2 + u64::from(ROOT_SLOTS) + u64::from(zil_slots)) * (SLOT_BYTES / block.bytes()) as u64
 }
 
-/// A deterministic 64-bit mix (splitmix64), for disk GUIDs derived from the pool UUID.
-fn mix(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+/// The GUID of the `n`-th disk a pool with tag `tag` takes (members, spares, replacements):
+/// the splitmix64 finaliser of `tag ^ n`, so GUIDs are distinct and reproducible from the UUID.
+pub(crate) fn disk_guid(tag: u64, n: u64) -> u64 {
+    let mut x = (tag ^ n).wrapping_add(0x9e37_79b9_7f4a_7c15);
     x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     x ^ (x >> 31)
@@ -540,12 +535,12 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         let mut guids: Vec<u64, 32> = Vec::new();
         let mut next_guid = 1u64;
         for _ in 0..ms.len() {
-            let _ = guids.push(mix(tag ^ next_guid));
+            let _ = guids.push(disk_guid(tag, next_guid));
             next_guid += 1;
         }
         let mut spares_v: Vec<Spare<D>, N> = Vec::new();
         for d in sp {
-            let guid = mix(tag ^ next_guid);
+            let guid = disk_guid(tag, next_guid);
             next_guid += 1;
             let _ = spares_v.push(Spare { disk: d, guid });
         }

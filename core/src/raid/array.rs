@@ -15,7 +15,7 @@
 //! than the level tolerates, it returns [`ArrayError::Unrecoverable`].
 
 use heapless::Vec;
-use raidcore_hal::{BlockDevice, Error as _, ErrorKind};
+use raidcore_hal::{BlockDevice, ErrorKind};
 
 use super::geometry::{Column, Geometry, Level};
 use crate::error::bug;
@@ -517,67 +517,50 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
 
     fn dev_read(&mut self, disk: Slot, lba: u64, buf: &mut [u8]) -> IoOutcome {
         let retries = self.cfg.retries;
-        let mut attempt = 0u8;
-        loop {
-            let Some(d) = self.members.get_mut(disk).and_then(|m| m.disk.as_mut()) else {
-                return IoOutcome::Failed(ErrorKind::DeviceFailed);
-            };
-            match d.read(lba, buf) {
-                Ok(()) => {
-                    self.stats.bytes_read += buf.len() as u64;
-                    if attempt > 0 {
-                        self.events.push(Event::RetrySucceeded {
-                            disk: disk as u8,
-                            write: false,
-                        });
-                    }
-                    return IoOutcome::Ok;
-                }
-                Err(e) => {
-                    let kind = e.kind();
-                    if kind.is_retryable() && attempt < retries {
-                        attempt += 1;
-                        if let Some(m) = self.members.get_mut(disk) {
-                            m.errors.transient = m.errors.transient.saturating_add(1);
-                        }
-                        continue;
-                    }
-                    self.note_error(disk, kind, false);
-                    return IoOutcome::Failed(kind);
-                }
-            }
+        let Some(d) = self.members.get_mut(disk).and_then(|m| m.disk.as_mut()) else {
+            return IoOutcome::Failed(ErrorKind::DeviceFailed);
+        };
+        let (res, attempts) = with_retries(retries, || d.read(lba, buf));
+        if res.is_ok() {
+            self.stats.bytes_read += buf.len() as u64;
         }
+        self.after_attempts(disk, res, attempts, false)
     }
 
     fn dev_write(&mut self, disk: Slot, lba: u64, buf: &[u8]) -> IoOutcome {
         let retries = self.cfg.retries;
-        let mut attempt = 0u8;
-        loop {
-            let Some(d) = self.members.get_mut(disk).and_then(|m| m.disk.as_mut()) else {
-                return IoOutcome::Failed(ErrorKind::DeviceFailed);
-            };
-            match d.write(lba, buf) {
-                Ok(()) => {
-                    if attempt > 0 {
-                        self.events.push(Event::RetrySucceeded {
-                            disk: disk as u8,
-                            write: true,
-                        });
-                    }
-                    return IoOutcome::Ok;
+        let Some(d) = self.members.get_mut(disk).and_then(|m| m.disk.as_mut()) else {
+            return IoOutcome::Failed(ErrorKind::DeviceFailed);
+        };
+        let (res, attempts) = with_retries(retries, || d.write(lba, buf));
+        self.after_attempts(disk, res, attempts, true)
+    }
+
+    /// Counts the retried attempts of one member I/O as transient errors, records a retry that
+    /// succeeded, and applies the failure policy to a final error.
+    fn after_attempts(
+        &mut self,
+        disk: Slot,
+        res: Result<(), ErrorKind>,
+        retried: u8,
+        write: bool,
+    ) -> IoOutcome {
+        if let Some(m) = self.members.get_mut(disk) {
+            m.errors.transient = m.errors.transient.saturating_add(u32::from(retried));
+        }
+        match res {
+            Ok(()) => {
+                if retried > 0 {
+                    self.events.push(Event::RetrySucceeded {
+                        disk: disk as u8,
+                        write,
+                    });
                 }
-                Err(e) => {
-                    let kind = e.kind();
-                    if kind.is_retryable() && attempt < retries {
-                        attempt += 1;
-                        if let Some(m) = self.members.get_mut(disk) {
-                            m.errors.transient = m.errors.transient.saturating_add(1);
-                        }
-                        continue;
-                    }
-                    self.note_error(disk, kind, true);
-                    return IoOutcome::Failed(kind);
-                }
+                IoOutcome::Ok
+            }
+            Err(kind) => {
+                self.note_error(disk, kind, write);
+                IoOutcome::Failed(kind)
             }
         }
     }
@@ -1440,16 +1423,9 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
                 continue;
             }
             let retries = self.cfg.retries;
-            let mut attempt = 0;
-            let res = loop {
-                let Some(dev) = self.members.get_mut(d).and_then(|m| m.disk.as_mut()) else {
-                    break Err(ErrorKind::DeviceFailed);
-                };
-                match dev.flush() {
-                    Ok(()) => break Ok(()),
-                    Err(e) if e.kind().is_retryable() && attempt < retries => attempt += 1,
-                    Err(e) => break Err(e.kind()),
-                }
+            let res = match self.members.get_mut(d).and_then(|m| m.disk.as_mut()) {
+                Some(dev) => with_retries(retries, || dev.flush()).0,
+                None => Err(ErrorKind::DeviceFailed),
             };
             match res {
                 Ok(()) => ok = ok.with(d),
@@ -1461,6 +1437,24 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
             }
         }
         ok
+    }
+}
+
+/// Runs `op`, and again while it fails with a retryable error ([`ErrorKind::is_retryable`]), at
+/// most `retries` more times. Returns the last result, its error as a kind, and how many times
+/// `op` was retried. The one retry loop of member I/O (the array's reads, writes and flushes,
+/// and superblock reads at import).
+pub(crate) fn with_retries<E: raidcore_hal::Error>(
+    retries: u8,
+    mut op: impl FnMut() -> Result<(), E>,
+) -> (Result<(), ErrorKind>, u8) {
+    let mut retried = 0u8;
+    loop {
+        match op() {
+            Ok(()) => return (Ok(()), retried),
+            Err(e) if e.kind().is_retryable() && retried < retries => retried += 1,
+            Err(e) => return (Err(e.kind()), retried),
+        }
     }
 }
 

@@ -4,6 +4,7 @@
 mod array;
 mod geometry;
 
+pub(crate) use array::with_retries;
 pub use array::{
     Array, ArrayConfig, ArrayError, ArrayStats, DiskErrors, DiskSet, DiskState, Member,
     VerifyReport,
