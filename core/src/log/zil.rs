@@ -26,11 +26,12 @@
 use heapless::Vec;
 use raidcore_hal::BlockDevice;
 
+use super::LogIo;
+use super::replay::Replay;
 use crate::error::{IoError, bug};
 use crate::format::{
     FLUSH_MARK_SLOTS, FlushMark, HEADER_BYTES, ROOT_SLOTS, SECTOR, SLOT_BYTES, ZilHeader,
 };
-use crate::pool::state::{Bufs, State};
 use crate::raid::DiskSet;
 
 /// Records one stripe may collect before a flush seals it instead.
@@ -53,18 +54,54 @@ pub(crate) struct ZilRef {
 /// Capacity for the records of one stripe with all their copies.
 pub(crate) const ZIL_REFS: usize = MAX_RECORDS_PER_STRIPE as usize * MAX_COPIES;
 
-impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: usize>
-    State<D, N, L, P, S>
-{
+/// Member block of intent-log ring slot `slot` on members of `block_bytes` blocks: after the
+/// two superblock copies and the root ring.
+const fn zil_lba(block_bytes: usize, slot: u32) -> u64 {
+    let per = (SLOT_BYTES / block_bytes) as u64;
+    (2 + ROOT_SLOTS as u64 + slot as u64) * per
+}
+
+/// Intent-log ring state of one member.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct ZilRing {
+    /// Next slot to write (0-based within the ring).
+    pub head: u32,
+    /// Slots holding records still needed (ending at `head`).
+    pub used: u32,
+}
+
+/// The intent log: every member's ring, the record and flush-mark sequence numbers.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct IntentLog {
+    rings: [ZilRing; 32],
+    record_seq: u64,
+    /// The member the next record's copies start from (round robin).
+    rr: usize,
+    /// Sequence number of the next flush mark.
+    mark_seq: u64,
+    /// `(stripe_seq, durable bytes)` the last flush mark written recorded (none written since
+    /// this pool was opened: `None`).
+    marked: Option<(u64, u32)>,
+}
+
+impl IntentLog {
+    /// Every record written so far is obsolete (its stripe is durable on the members).
+    pub fn obsolete(&mut self) {
+        for r in &mut self.rings {
+            r.used = 0;
+        }
+    }
+}
+
+impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
     /// Member block of ring slot `slot`.
     fn zil_lba(&self, slot: u32) -> u64 {
-        let per = (SLOT_BYTES / self.geo().block_bytes()) as u64;
-        (2 + u64::from(ROOT_SLOTS) + u64::from(slot)) * per
+        zil_lba(self.array.geometry().block_bytes(), slot)
     }
 
     /// Slots of each member's ring: the intent-log area less the flush-mark slots at its end.
     fn zil_ring_slots(&self) -> u32 {
-        self.conf.layout.zil_slots.saturating_sub(FLUSH_MARK_SLOTS)
+        self.log.zil_slots().saturating_sub(FLUSH_MARK_SLOTS)
     }
 
     /// After a flush completed: writes a [`FlushMark`] naming the log position it made durable
@@ -74,55 +111,50 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
     /// [`FLUSH_MARK_SLOTS`] slots so a torn write leaves the previous one. A member that fails
     /// the write is failed like any other; the mark is best effort (import without one reads
     /// like before: roll-forward ends at the first item it cannot read).
-    pub(crate) fn write_flush_mark(&mut self, b: &mut Bufs) -> Result<(), IoError> {
+    pub fn write_flush_mark(&mut self) -> Result<(), IoError> {
         let at = (self.log.stripe_seq, self.log.zil_done as u32);
-        if self.marked == Some(at) {
+        if self.log.zil.marked == Some(at) {
             return Ok(());
         }
+        let mark_seq = self.log.zil.mark_seq;
         let mark = FlushMark {
-            pool: self.conf.pool_tag,
+            pool: self.log.tag,
             stripe_addr: self.log.stripe_addr,
             stripe_seq: at.0,
             durable: at.1,
-            mark_seq: self.mark_seq,
+            mark_seq,
         };
-        let slot = b.meta.get_mut(..SLOT_BYTES).ok_or(bug!(IoError))?;
+        let lba = self.zil_lba(self.zil_ring_slots() + (mark_seq % 2) as u32);
+        let copies = self.zil_copies();
+        let slot = self.item.get_mut(..SLOT_BYTES).ok_or(bug!(IoError))?;
         slot.fill(0);
         mark.encode(slot).map_err(IoError::Corrupt)?;
-        let lba = self.zil_lba(self.zil_ring_slots() + (self.mark_seq % 2) as u32);
         // As many copies as intent-log records get, on members taken in turn.
-        let n = self.geo().disks();
-        let first = (self.mark_seq % n as u64) as usize;
-        self.mark_seq = self.mark_seq.wrapping_add(1);
+        let n = self.array.geometry().disks();
+        let first = (mark_seq % n as u64) as usize;
+        self.log.zil.mark_seq = mark_seq.wrapping_add(1);
         let mut written = 0;
         for k in 0..n {
-            if written == self.zil_copies() {
+            if written == copies {
                 break;
             }
             if self.array.disk_write((first + k) % n, lba, slot).is_ok() {
                 written += 1;
             }
         }
-        self.marked = Some(at);
+        self.log.zil.marked = Some(at);
         Ok(())
     }
 
     /// Copies of each record: the level's tolerance plus one, at most [`MAX_COPIES`].
     fn zil_copies(&self) -> usize {
-        (self.geo().tolerance() + 1).min(MAX_COPIES)
-    }
-
-    /// Every record written so far is obsolete (its stripe is durable on the members).
-    pub(crate) fn zil_obsolete(&mut self) {
-        for r in &mut self.zil {
-            r.used = 0;
-        }
+        (self.array.geometry().tolerance() + 1).min(MAX_COPIES)
     }
 
     /// Makes the open stripe's unflushed bytes durable through intent-log records. Returns
     /// `Ok(false)` when the records do not fit (too many for this stripe, or the rings are
     /// full); the caller then seals the stripe instead.
-    pub(crate) fn zil_write(&mut self, b: &mut Bufs) -> Result<bool, IoError> {
+    pub fn zil_write(&mut self) -> Result<bool, IoError> {
         // Exactly up to `fill`: bytes past it are not final (later items go there), and a record
         // must never patch them at import. Starting at a sector boundary below `zil_done` only
         // repeats final bytes.
@@ -131,7 +163,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         if from >= fill {
             return Ok(true);
         }
-        let chunk_max = (b.item.len() - HEADER_BYTES - 2 * SLOT_BYTES) / SECTOR * SECTOR;
+        let chunk_max = (self.item.len() - HEADER_BYTES - 2 * SLOT_BYTES) / SECTOR * SECTOR;
         let records = (fill - from).div_ceil(chunk_max) as u32;
         if self.log.zil_records + records > MAX_RECORDS_PER_STRIPE {
             return Ok(false);
@@ -148,15 +180,17 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
                 return Ok(false);
             }
             // Pick `copies` writable members with room, round robin.
-            let n = self.geo().disks();
+            let n = self.array.geometry().disks();
             let mut chosen: Vec<(usize, u32), MAX_COPIES> = Vec::new();
             for k in 0..n {
                 if chosen.len() == copies {
                     break;
                 }
-                let d = (self.zil_rr + k) % n;
+                let d = (self.log.zil.rr + k) % n;
                 let writable = self.array.writable(d);
-                let Some(r) = self.zil.get(d) else { continue };
+                let Some(r) = self.log.zil.rings.get(d) else {
+                    continue;
+                };
                 if !writable {
                     continue;
                 }
@@ -169,38 +203,39 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
                     let _ = chosen.push((d, start));
                 }
             }
-            self.zil_rr = (self.zil_rr + 1) % n;
+            self.log.zil.rr = (self.log.zil.rr + 1) % n;
             let writable_members = (0..n).filter(|&d| self.array.writable(d)).count();
             if chosen.len() < copies.min(writable_members) || chosen.is_empty() {
                 return Ok(false);
             }
             let total = slots as usize * SLOT_BYTES;
-            let rec = b.item.get_mut(..total).ok_or(bug!(IoError))?;
+            let bb = self.array.geometry().block_bytes();
+            let rec = self.item.get_mut(..total).ok_or(bug!(IoError))?;
             rec.fill(0);
-            let payload = b.log.stripe.get(off..off + len).ok_or(bug!(IoError))?;
+            let payload = self.stripe.get(off..off + len).ok_or(bug!(IoError))?;
             let hdr = ZilHeader {
-                pool: self.conf.pool_tag,
+                pool: self.log.tag,
                 stripe_addr: self.log.stripe_addr,
                 stripe_seq: self.log.stripe_seq,
                 offset: off as u32,
                 len: len as u32,
                 payload_crc: crate::format::crc32c(payload),
-                record_seq: self.zil_record_seq,
+                record_seq: self.log.zil.record_seq,
             };
             hdr.encode(rec).map_err(IoError::Corrupt)?;
             rec.get_mut(HEADER_BYTES..HEADER_BYTES + len)
                 .ok_or(bug!(IoError))?
                 .copy_from_slice(payload);
-            self.zil_record_seq += 1;
+            self.log.zil.record_seq += 1;
             let mut written = 0;
             let mut on = DiskSet::EMPTY;
             for &(d, start) in &chosen {
-                let lba = self.zil_lba(start);
+                let lba = zil_lba(bb, start);
                 if self.array.disk_write(d, lba, rec).is_ok() {
                     written += 1;
                     on = on.with(d);
                     self.counters.zil_bytes += total as u64;
-                    if let Some(r) = self.zil.get_mut(d) {
+                    if let Some(r) = self.log.zil.rings.get_mut(d) {
                         let waste = if start == 0 && r.head != 0 {
                             zil_slots - r.head
                         } else {
@@ -232,100 +267,120 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
     }
 
     /// Scans every present member's ring for the records of the newest stripe with a sequence
-    /// number of at least `min_stripe_seq`, verifies their payloads, and keeps them in
-    /// `self.zil_refs` (sorted by record sequence) for [`State::zil_patch`]. Keeps the
-    /// furthest flush mark at or past that stripe in `self.durable_mark`.
-    pub(crate) fn zil_scan(&mut self, b: &mut Bufs, min_stripe_seq: u64) -> Result<(), IoError> {
-        self.zil_refs.clear();
-        let n = self.geo().disks();
-        let zil_slots = self.zil_ring_slots();
-        let sdb = self.sdb();
+    /// number of at least `min_stripe_seq`, verifies their payloads, and returns them (sorted
+    /// by record sequence) with the furthest flush mark at or past that stripe: what import's
+    /// roll-forward needs ([`Replay`]). Later record and mark numbers continue after theirs.
+    pub fn zil_scan(&mut self, min_stripe_seq: u64) -> Result<Replay, IoError> {
+        let mut replay = Replay::default();
+        let n = self.array.geometry().disks();
         let mut newest: Option<(u64, u64)> = None;
         for pass in 0..2 {
             for d in 0..n {
-                if !self
+                if self
                     .array
                     .member(d)
                     .is_some_and(crate::raid::Member::is_present)
                 {
-                    continue;
-                }
-                let mut slot = 0;
-                while slot < zil_slots {
-                    let lba = self.zil_lba(slot);
-                    let one = b.meta.get_mut(..SLOT_BYTES).ok_or(bug!(IoError))?;
-                    if self.array.disk_read(d, lba, one).is_err() {
-                        slot += 1;
-                        continue;
-                    }
-                    let Ok(h) = ZilHeader::decode(one, sdb) else {
-                        slot += 1;
-                        continue;
-                    };
-                    let slots = (HEADER_BYTES + h.len as usize).div_ceil(SLOT_BYTES) as u32;
-                    let fits =
-                        h.offset as usize + h.len as usize <= sdb && slot + slots <= zil_slots;
-                    if h.pool != self.conf.pool_tag || h.stripe_seq < min_stripe_seq || !fits {
-                        slot += 1;
-                        continue;
-                    }
-                    if pass == 0 {
-                        if newest.is_none_or(|(s, _)| h.stripe_seq > s) {
-                            newest = Some((h.stripe_seq, h.stripe_addr));
-                        }
-                    } else if newest == Some((h.stripe_seq, h.stripe_addr))
-                        && !self.zil_refs.iter().any(|r| r.record_seq == h.record_seq)
-                    {
-                        // Verify the payload before trusting the record.
-                        let total = slots as usize * SLOT_BYTES;
-                        let rec = b.item.get_mut(..total).ok_or(bug!(IoError))?;
-                        if self.array.disk_read(d, lba, rec).is_ok() {
-                            let payload = rec.get(HEADER_BYTES..HEADER_BYTES + h.len as usize);
-                            if payload.is_some_and(|p| crate::format::crc32c(p) == h.payload_crc) {
-                                let _ = self.zil_refs.push(ZilRef {
-                                    disk: d as u8,
-                                    slot,
-                                    stripe_addr: h.stripe_addr,
-                                    offset: h.offset,
-                                    len: h.len,
-                                    record_seq: h.record_seq,
-                                });
-                            }
-                        }
-                    }
-                    slot += slots;
+                    self.scan_ring(d, pass, min_stripe_seq, &mut newest, &mut replay)?;
                 }
             }
         }
-        self.durable_mark = None;
+        replay.durable_mark = self.newest_mark(min_stripe_seq)?;
+        replay.zil_refs.sort_unstable_by_key(|r| r.record_seq);
+        if let Some(last) = replay.zil_refs.last() {
+            self.log.zil.record_seq = self.log.zil.record_seq.max(last.record_seq + 1);
+        }
+        Ok(replay)
+    }
+
+    /// One member's ring for [`Self::zil_scan`]: pass 0 finds the newest stripe with records,
+    /// pass 1 keeps that stripe's verified records.
+    fn scan_ring(
+        &mut self,
+        d: usize,
+        pass: u32,
+        min_stripe_seq: u64,
+        newest: &mut Option<(u64, u64)>,
+        replay: &mut Replay,
+    ) -> Result<(), IoError> {
+        let zil_slots = self.zil_ring_slots();
+        let sdb = self.log.sdb;
+        let mut slot = 0;
+        while slot < zil_slots {
+            let lba = self.zil_lba(slot);
+            let one = self.item.get_mut(..SLOT_BYTES).ok_or(bug!(IoError))?;
+            if self.array.disk_read(d, lba, one).is_err() {
+                slot += 1;
+                continue;
+            }
+            let Ok(h) = ZilHeader::decode(one, sdb) else {
+                slot += 1;
+                continue;
+            };
+            let slots = (HEADER_BYTES + h.len as usize).div_ceil(SLOT_BYTES) as u32;
+            let fits = h.offset as usize + h.len as usize <= sdb && slot + slots <= zil_slots;
+            if h.pool != self.log.tag || h.stripe_seq < min_stripe_seq || !fits {
+                slot += 1;
+                continue;
+            }
+            if pass == 0 {
+                if newest.is_none_or(|(s, _)| h.stripe_seq > s) {
+                    *newest = Some((h.stripe_seq, h.stripe_addr));
+                }
+            } else if *newest == Some((h.stripe_seq, h.stripe_addr))
+                && !replay.zil_refs.iter().any(|r| r.record_seq == h.record_seq)
+            {
+                // Verify the payload before trusting the record.
+                let total = slots as usize * SLOT_BYTES;
+                let rec = self.item.get_mut(..total).ok_or(bug!(IoError))?;
+                if self.array.disk_read(d, lba, rec).is_ok() {
+                    let payload = rec.get(HEADER_BYTES..HEADER_BYTES + h.len as usize);
+                    if payload.is_some_and(|p| crate::format::crc32c(p) == h.payload_crc) {
+                        let _ = replay.zil_refs.push(ZilRef {
+                            disk: d as u8,
+                            slot,
+                            stripe_addr: h.stripe_addr,
+                            offset: h.offset,
+                            len: h.len,
+                            record_seq: h.record_seq,
+                        });
+                    }
+                }
+            }
+            slot += slots;
+        }
+        Ok(())
+    }
+
+    /// The furthest flush mark at or past stripe `min_stripe_seq` on any member; later marks
+    /// are numbered after every mark found.
+    fn newest_mark(&mut self, min_stripe_seq: u64) -> Result<Option<FlushMark>, IoError> {
+        let n = self.array.geometry().disks();
+        let zil_slots = self.zil_ring_slots();
+        let sdb = self.log.sdb;
+        let mut best: Option<FlushMark> = None;
         for d in 0..n {
             for k in 0..FLUSH_MARK_SLOTS {
                 let lba = self.zil_lba(zil_slots + k);
-                let one = b.meta.get_mut(..SLOT_BYTES).ok_or(bug!(IoError))?;
+                let one = self.item.get_mut(..SLOT_BYTES).ok_or(bug!(IoError))?;
                 if self.array.disk_read(d, lba, one).is_err() {
                     continue;
                 }
                 let Ok(m) = FlushMark::decode(one, sdb) else {
                     continue;
                 };
-                if m.pool != self.conf.pool_tag || m.stripe_seq < min_stripe_seq {
+                if m.pool != self.log.tag || m.stripe_seq < min_stripe_seq {
                     continue;
                 }
-                self.mark_seq = self.mark_seq.max(m.mark_seq.saturating_add(1));
+                let zil = &mut self.log.zil;
+                zil.mark_seq = zil.mark_seq.max(m.mark_seq.saturating_add(1));
                 // Positions only grow within one run of the pool: the furthest is the newest.
-                if self
-                    .durable_mark
-                    .is_none_or(|x| (m.stripe_seq, m.durable) > (x.stripe_seq, x.durable))
-                {
-                    self.durable_mark = Some(m);
+                if best.is_none_or(|x| (m.stripe_seq, m.durable) > (x.stripe_seq, x.durable)) {
+                    best = Some(m);
                 }
             }
         }
-        self.zil_refs.sort_unstable_by_key(|r| r.record_seq);
-        if let Some(last) = self.zil_refs.last() {
-            self.zil_record_seq = self.zil_record_seq.max(last.record_seq + 1);
-        }
-        Ok(())
+        Ok(best)
     }
 
     /// During import: overwrites the bytes of `dst` (log bytes from `at`) that intent-log
@@ -333,8 +388,8 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
     pub(crate) fn zil_patch(&mut self, at: u64, dst: &mut [u8]) -> Result<(), IoError> {
         let end = at + dst.len() as u64;
         let mut tmp = [0u8; SLOT_BYTES];
-        for i in 0..self.zil_refs.len() {
-            let Some(r) = self.zil_refs.get(i).copied() else {
+        for i in 0..self.patches.len() {
+            let Some(r) = self.patches.get(i).copied() else {
                 break;
             };
             let base = r.stripe_addr + u64::from(r.offset);
@@ -355,7 +410,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
                 dst.get_mut((x - at) as usize..(x - at) as usize + n)
                     .ok_or(bug!(IoError))?
                     .copy_from_slice(src);
-                self.recovery_healed = true;
+                self.note_healed();
                 x += n as u64;
             }
         }

@@ -21,26 +21,44 @@
 //! The core has no clock: [`Pool::set_time`] tells it the time (any monotonic unit, the one
 //! [`PoolConfig::idle_close`] is given in); idle extents close by it.
 
-pub(crate) mod health;
-pub(crate) mod state;
+mod arena;
+mod checkpoint;
+mod cleaner;
+mod import;
+mod membership;
+mod rebuild;
+mod scrub;
+mod status;
 #[cfg(test)]
 mod tests;
 
 use heapless::Vec;
 use raidcore_hal::{BlockDevice, BlockSize};
 
+use crate::error::bug;
 use crate::event::EventLog;
 use crate::format::{
-    self, BlockPtr, Counters, FormatError, LUN_BLOCK, LUN_NAME_MAX, LunCounters, LunRecord,
-    MemberRecord, PoolLayout, ROOT_SLOTS, Role, Root, SLOT_BYTES, SegEntry, SegState, Superblock,
+    self, Counters, FormatError, LUN_BLOCK, LUN_NAME_MAX, PoolLayout, ROOT_SLOTS, SLOT_BYTES,
+    SegEntry, SegState, Superblock,
 };
-use crate::raid::{Array, ArrayConfig, DiskState, Geometry, GeometryError, Level};
-use state::{Bufs, Config, LogState, Lun, MemLayout, Spare, State, ZilRing};
+use crate::log::zil::{ZIL_REFS, ZilRef};
+use crate::log::{Log, LogIo, Pass};
+use crate::raid::{Array, ArrayConfig, Geometry, GeometryError, Level};
+use crate::volume::extent::{Encoder, ExtentCache};
+use crate::volume::luns::LunTable;
+use crate::volume::map::MapCache;
+use crate::volume::streams::{NewStream, Streams};
+use crate::volume::{Volume, Writer};
+use arena::MemLayout;
+use checkpoint::Checkpoints;
+use cleaner::Cleaner;
+use membership::{Config, Membership, Spare};
+use rebuild::Rebuild;
+use scrub::Scrub;
 
 pub use crate::error::IoError;
-pub use health::{DiskStatus, Health, MaintenanceReport, Status};
-
-use crate::error::bug;
+pub use crate::volume::luns::LunError;
+pub use status::{DiskStatus, Health, MaintenanceReport, Status};
 
 /// Settings of a pool. The first group is fixed at creation (recorded in the superblocks); the
 /// rest are run-time policy.
@@ -88,46 +106,6 @@ impl Default for PoolConfig {
             idle_close: 100_000_000,
             array: ArrayConfig::default(),
             stripes_per_step: 16,
-        }
-    }
-}
-
-/// Why a LUN could not be created or deleted. Nothing changed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum LunError {
-    /// All `L` LUN slots are in use.
-    TooMany,
-    /// Size zero, or larger than the pool's usable capacity.
-    BadSize,
-    /// Empty or longer than 24 bytes.
-    BadName,
-    /// A LUN with this name exists.
-    NameTaken,
-    /// No LUN with that number.
-    NoSuchLun,
-    /// Writing the new LUN table failed.
-    Io(IoError),
-}
-
-impl core::fmt::Display for LunError {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        match self {
-            LunError::TooMany => f.write_str("too many LUNs for this pool's configuration"),
-            LunError::BadSize => f.write_str("LUN size is zero or larger than the pool"),
-            LunError::BadName => f.write_str("LUN name must be 1 to 24 bytes"),
-            LunError::NameTaken => f.write_str("a LUN with this name exists"),
-            LunError::NoSuchLun => f.write_str("no such LUN"),
-            LunError::Io(e) => write!(f, "{e}"),
-        }
-    }
-}
-
-impl core::error::Error for LunError {
-    fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
-        match self {
-            LunError::Io(e) => Some(e),
-            _ => None,
         }
     }
 }
@@ -353,6 +331,13 @@ pub type PoolParts<D, M, const N: usize> = (Vec<Option<D>, N>, Vec<D, N>, M);
 ///
 /// Const generics: `N` most member + spare disks (≤ 32), `L` most LUNs, `P` map cache pages
 /// (4032 bytes of arena each), `S` open extents (streams).
+///
+/// Each piece of state has one owner: the array (members and their states), membership
+/// (identity, spares, generations), the log (with its intent log and segment table), the LUN
+/// table, the map cache, the streams, the decoded-extent cache, the checkpoint record, and the
+/// background work in progress (rebuild, scrub, cleaner). Components get their arena slices
+/// per operation and return what happened; the pool decides what to do about it after each
+/// operation ([`Pool::settled`]).
 pub struct Pool<
     D,
     M,
@@ -361,7 +346,33 @@ pub struct Pool<
     const P: usize = 256,
     const S: usize = 16,
 > {
-    st: State<D, N, L, P, S>,
+    array: Array<D, N>,
+    members: Membership<D, N>,
+    log: Log,
+    luns: LunTable<L>,
+    map: MapCache<P>,
+    streams: Streams<S>,
+    extents: ExtentCache,
+    enc: Encoder,
+    ckpt: Checkpoints,
+    rebuild: Option<Rebuild>,
+    scrub: Option<Scrub>,
+    /// Repaired and unrepairable blocks of the last finished scrub.
+    last_scrub: (u64, u64),
+    cleaner: Cleaner,
+    counters: Counters,
+    /// Client bytes written since the pool was opened (for write amplification).
+    session_client_bytes: u64,
+    cfg: PoolConfig,
+    layout: MemLayout,
+    /// Time given by the caller (any monotonic unit).
+    now: u64,
+    /// A stripe write reached too few members: acknowledged data is lost, and the pool serves
+    /// no I/O from then on.
+    write_lost: bool,
+    /// Import only: the intent-log records that patch the stripe open at the crash (empty
+    /// otherwise).
+    patches: Vec<ZilRef, ZIL_REFS>,
     mem: M,
 }
 
@@ -370,8 +381,8 @@ impl<D, M, const N: usize, const L: usize, const P: usize, const S: usize> core:
 {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Pool")
-            .field("luns", &self.st.luns.len())
-            .field("root_gen", &self.st.root_gen)
+            .field("luns", &self.luns.slots())
+            .field("root_gen", &self.ckpt.root_gen)
             .finish_non_exhaustive()
     }
 }
@@ -492,25 +503,8 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         mut mem: M,
     ) -> Result<Self, OpenError> {
         cfg.check()?;
-        let mut ms: Vec<D, N> = Vec::new();
-        for d in members {
-            ms.push(d).map_err(|_| OpenError::Disks)?;
-        }
-        let first = ms.first().ok_or(OpenError::NoPool)?;
-        let bs = first.block_size();
-        if ms.iter().any(|d| d.block_size() != bs) {
-            return Err(OpenError::Disks);
-        }
-        let mut sp: Vec<D, N> = Vec::new();
-        for d in spares {
-            if d.block_size() != bs {
-                return Err(OpenError::Disks);
-            }
-            sp.push(d).map_err(|_| OpenError::Disks)?;
-        }
-        if ms.len() + sp.len() > N || ms.len() > 32 {
-            return Err(OpenError::Disks);
-        }
+        let (ms, sp) = collect_disks::<D, N>(members, spares)?;
+        let bs = ms.first().ok_or(OpenError::NoPool)?.block_size();
         let min_blocks = ms.iter().map(BlockDevice::block_count).min().unwrap_or(0);
         let label = label_blocks(cfg.zil_slots, bs);
         let geo = Geometry::try_new(cfg.level, ms.len(), cfg.strip_bytes, bs, min_blocks, label)
@@ -526,24 +520,22 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             max_segments: layout.segments,
             ..cfg
         };
-        let mlayout = Self::layout(&cfg, geo.disks());
-        let needed = mlayout.total();
+        let needed = Self::layout(&cfg, geo.disks()).total();
         if mem.as_mut().len() < needed {
             return Err(OpenError::Memory { needed });
         }
         let tag = format::pool_tag(&uuid);
-        let mut guids: Vec<u64, 32> = Vec::new();
         let mut next_guid = 1u64;
-        for _ in 0..ms.len() {
-            let _ = guids.push(disk_guid(tag, next_guid));
+        let mut guid = || {
+            let g = disk_guid(tag, next_guid);
             next_guid += 1;
-        }
-        let mut spares_v: Vec<Spare<D>, N> = Vec::new();
-        for d in sp {
-            let guid = disk_guid(tag, next_guid);
-            next_guid += 1;
-            let _ = spares_v.push(Spare { disk: d, guid });
-        }
+            g
+        };
+        let guids: Vec<u64, 32> = ms.iter().map(|_| guid()).collect();
+        let spares: Vec<Spare<D>, N> = sp
+            .into_iter()
+            .map(|disk| Spare { disk, guid: guid() })
+            .collect();
         let array = Array::new(geo, ms.into_iter().map(Some), cfg.array)
             .map_err(|e| OpenError::Io(IoError::Device(e)))?;
         let conf = Config {
@@ -555,38 +547,38 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             member_guids: guids,
             next_guid,
         };
-        let mut st = Self::new_state(array, spares_v, cfg, mlayout, conf);
-        let b = mlayout
-            .split(mem.as_mut())
-            .ok_or(OpenError::Memory { needed })?;
-        let mut b = b;
-        b.sut.fill(0);
-        b.log.stripe.fill(0);
-        for s in 0..layout.segments {
-            b.set_seg(s, SegEntry::FREE);
-        }
-        // The log starts in segment 0 with the first reserved segments.
-        for s in 0..u32::from(cfg.reserved_segments).min(layout.segments) {
-            let _ = st.log.reserved.push(s);
-        }
-        b.set_seg(
+        let reserved: Vec<u32, 16> = (0..u32::from(cfg.reserved_segments).min(layout.segments))
+            .take(16)
+            .collect();
+        let mut pool = Self::new_pool(array, spares, cfg, conf, &reserved, mem);
+        pool.format_log().map_err(OpenError::Io)?;
+        pool.write_config().map_err(OpenError::Io)?;
+        pool.checkpoint().map_err(OpenError::Io)?;
+        Ok(pool)
+    }
+
+    /// A new pool's log: every segment free but the first, where the log starts.
+    fn format_log(&mut self) -> Result<(), IoError> {
+        let mut io = self.io()?;
+        io.stripe.fill(0);
+        let mut t = io.segs();
+        t.clear();
+        t.set(
             0,
             SegEntry {
                 live: 0,
                 state: SegState::Used,
-                first_seq: st.log.next_item_seq,
+                first_seq: 0,
             },
         );
-        st.write_config().map_err(OpenError::Io)?;
-        st.checkpoint(&mut b).map_err(OpenError::Io)?;
-        Ok(Pool { st, mem })
+        Ok(())
     }
 
     fn plan_segments(cfg: &PoolConfig, geo: &Geometry) -> Result<PoolLayout, OpenError> {
         let sdb = geo.stripe_data_bytes() as u64;
         // A segment must hold a checkpoint's worst case: every cached page, every open extent,
         // the tables, plus a stripe of padding, twice over.
-        let max_item = state::max_item_bytes(cfg) as u64;
+        let max_item = arena::max_item_bytes(cfg) as u64;
         let need = 2
             * (P as u64 * 4096 + S as u64 * max_item + 64 * 1024 + 8 * u64::from(cfg.max_segments))
             + 2 * sdb;
@@ -613,259 +605,133 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         })
     }
 
-    fn new_state(
+    /// The pool's components for `array`, `spares` and identity `conf` (nothing written).
+    fn new_pool(
         array: Array<D, N>,
         spares: Vec<Spare<D>, N>,
         cfg: PoolConfig,
-        mem: MemLayout,
         conf: Config,
-    ) -> State<D, N, L, P, S> {
-        let mut recorded = Vec::new();
-        for m in array.members() {
-            let _ = recorded.push(m.state());
-        }
-        State {
+        reserved: &[u32],
+        mem: M,
+    ) -> Self {
+        let layout = Self::layout(&cfg, array.geometry().disks());
+        let recorded: Vec<crate::raid::DiskState, 32> = array
+            .members()
+            .iter()
+            .map(crate::raid::Member::state)
+            .collect();
+        let sdb = array.geometry().stripe_data_bytes();
+        let max_extent = cfg.max_extent_blocks as usize * LUN_BLOCK;
+        Pool {
+            log: Log::new(conf.pool_tag, conf.layout, sdb, reserved),
+            enc: Encoder::new(conf.layout.compression, max_extent),
+            members: Membership::new(conf, spares, &recorded),
             array,
-            spares,
-            cfg,
-            mem,
-            conf,
-            log: LogState::default(),
-            zil: [ZilRing::default(); 32],
-            zil_record_seq: 0,
-            zil_rr: 0,
-            mark_seq: 0,
-            marked: None,
-            durable_mark: None,
-            root_gen: 0,
-            luns: Vec::new(),
-            table_ptrs: [BlockPtr::NONE; 3],
-            cache: Vec::new(),
-            streams: Vec::new(),
-            counters: Counters::default(),
-            bad: Vec::new(),
-            now: 0,
-            tick: 0,
-            raw_cache: Vec::new(),
+            luns: LunTable::default(),
+            map: MapCache::default(),
+            streams: Streams::new(u32::from(cfg.max_extent_blocks), layout.stream_bytes),
+            extents: ExtentCache::new(layout.raw_slot),
+            ckpt: Checkpoints::default(),
             rebuild: None,
             scrub: None,
-            table: if cfg.max_extent_blocks as usize * LUN_BLOCK < 65535 {
-                lz4_flex::block::CompressTable::small()
-            } else {
-                lz4_flex::block::CompressTable::large()
-            },
-            faulted: false,
-            recovery_healed: false,
-            mark_used: heapless::Deque::new(),
-            zil_refs: Vec::new(),
-            recorded_states: recorded,
-            session_client_bytes: 0,
-            clean_skip: Vec::new(),
-            cleaned: Vec::new(),
             last_scrub: (0, 0),
+            cleaner: Cleaner::default(),
+            counters: Counters::default(),
+            session_client_bytes: 0,
+            cfg,
+            layout,
+            now: 0,
+            write_lost: false,
+            patches: Vec::new(),
+            mem,
         }
     }
 
-    /// Imports a pool from its disks alone, in any order: finds members by pool UUID and disk
-    /// GUID, refuses foreign, stale and unknown-version disks, imports degraded when up to the
-    /// level's tolerance of members is missing, loads the newest intact checkpoint, rolls the
-    /// log forward and replays the intent log, then writes a checkpoint.
-    pub fn import(
-        disks: impl IntoIterator<Item = D>,
-        opts: ImportOptions,
-        mut mem: M,
-    ) -> Result<(Self, ImportReport), OpenError> {
-        let mut report = ImportReport::default();
-        // Superblocks.
-        let mut found: Vec<(D, Option<Superblock>), N> = Vec::new();
-        for mut d in disks {
-            let sb = read_superblock(&mut d);
-            let idx = found.len() as u8;
-            let sb = match sb {
-                Ok(sb) => Some(sb),
-                Err(OpenError::UnknownVersion { version, .. }) => {
-                    let _ = report
-                        .refused
-                        .push((idx, OpenError::UnknownVersion { disk: idx, version }));
-                    None
-                }
-                Err(_) => {
-                    let _ = report
-                        .refused
-                        .push((idx, OpenError::NotRaidcore { disk: idx }));
-                    None
-                }
-            };
-            found.push((d, sb)).map_err(|_| OpenError::Disks)?;
-        }
-        // The pool: the UUID most disks carry; the configuration: its newest generation.
-        let mut best: Option<([u8; 16], usize)> = None;
-        for (_, sb) in &found {
-            if let Some(sb) = sb {
-                let n = found
-                    .iter()
-                    .filter(|(_, o)| o.as_ref().is_some_and(|o| o.pool_uuid == sb.pool_uuid))
-                    .count();
-                if best.is_none_or(|(_, m)| n > m) {
-                    best = Some((sb.pool_uuid, n));
-                }
-            }
-        }
-        let uuid = best.ok_or(OpenError::NoPool)?.0;
-        let newest = found
-            .iter()
-            .filter_map(|(_, sb)| sb.as_ref())
-            .filter(|sb| sb.pool_uuid == uuid)
-            .max_by_key(|sb| sb.generation)
-            .cloned()
-            .ok_or(OpenError::NoPool)?;
-        let geo = newest.geometry;
-        let mut slots: Vec<Option<D>, 32> = Vec::new();
-        for _ in 0..geo.disks() {
-            let _ = slots.push(None);
-        }
-        let mut spares: Vec<Spare<D>, N> = Vec::new();
-        // Blocks every member and spare must have (the array checks it too, for the whole pool).
-        let need = geo.stripe_lba(geo.stripes());
-        for (i, (d, sb)) in found.into_iter().enumerate() {
-            let idx = i as u8;
-            let Some(sb) = sb else { continue };
-            if sb.pool_uuid != uuid {
-                let _ = report
-                    .refused
-                    .push((idx, OpenError::ForeignDisk { disk: idx }));
-                continue;
-            }
-            if d.block_size().bytes() != geo.block_bytes() || d.block_count() < need {
-                let _ = report
-                    .refused
-                    .push((idx, OpenError::WrongSize { disk: idx }));
-                continue;
-            }
-            let member = newest.members.iter().position(|m| m.guid == sb.disk_guid);
-            match member {
-                Some(slot)
-                    if newest
-                        .members
-                        .get(slot)
-                        .is_some_and(|m| m.state != DiskState::Failed) =>
-                {
-                    match slots.get_mut(slot) {
-                        Some(s @ None) => *s = Some(d),
-                        _ => {
-                            let _ = report
-                                .refused
-                                .push((idx, OpenError::StaleDisk { disk: idx }));
-                        }
-                    }
-                }
-                _ if newest.spares.contains(&sb.disk_guid) => {
-                    let _ = spares.push(Spare {
-                        disk: d,
-                        guid: sb.disk_guid,
-                    });
-                }
-                _ => {
-                    let _ = report
-                        .refused
-                        .push((idx, OpenError::StaleDisk { disk: idx }));
-                }
-            }
-        }
-        if !opts.skip_refused
-            && let Some((_, e)) = report.refused.first()
-        {
-            return Err(*e);
-        }
-        let cfg = opts.config.with_superblock(&newest);
-        cfg.check()?;
-        let missing = slots
-            .iter()
-            .zip(newest.members.iter())
-            .filter(|(d, m)| d.is_none() || m.state == DiskState::Failed)
-            .count();
-        report.missing = missing as u8;
-        if missing > geo.tolerance() {
-            return Err(OpenError::TooManyMissing {
-                missing: missing as u8,
-            });
-        }
-        let mlayout = Self::layout(&cfg, geo.disks());
-        let needed = mlayout.total();
-        if mem.as_mut().len() < needed {
-            return Err(OpenError::Memory { needed });
-        }
-        let mut array = Array::new(geo, slots, cfg.array).map_err(|_| OpenError::Disks)?;
-        for (i, m) in newest.members.iter().enumerate() {
-            if m.state == DiskState::Rebuilding
-                && array.member(i).is_some_and(crate::raid::Member::is_present)
-            {
-                let _ = array.set_state(i, DiskState::Rebuilding);
-            }
-        }
-        let mut guids: Vec<u64, 32> = Vec::new();
-        for m in &newest.members {
-            let _ = guids.push(m.guid);
-        }
-        let conf = Config {
-            pool_uuid: uuid,
-            pool_tag: format::pool_tag(&uuid),
-            generation: newest.generation,
-            geometry: geo,
-            layout: newest.layout,
-            member_guids: guids,
-            next_guid: newest
-                .members
-                .iter()
-                .map(|m| m.guid)
-                .chain(newest.spares.iter().copied())
-                .count() as u64
-                + 1,
+    /// The log's part of an operation, reading as `pass` says.
+    fn io_in(&mut self, pass: Pass) -> Result<LogIo<'_, D, N>, IoError> {
+        let a = self.layout.split(self.mem.as_mut()).ok_or(bug!(IoError))?;
+        Ok(LogIo {
+            array: &mut self.array,
+            log: &mut self.log,
+            stripe: a.stripe,
+            scratch: a.scratch,
+            item: a.item,
+            sut: a.sut,
+            counters: &mut self.counters,
+            patches: &self.patches,
+            pass,
+        })
+    }
+
+    /// The log's part of an operation.
+    fn io(&mut self) -> Result<LogIo<'_, D, N>, IoError> {
+        self.io_in(Pass::Live)
+    }
+
+    /// The log's part of an operation and the label slots.
+    fn io_and_meta(&mut self) -> Result<(LogIo<'_, D, N>, &mut [u8]), IoError> {
+        let a = self.layout.split(self.mem.as_mut()).ok_or(bug!(IoError))?;
+        let io = LogIo {
+            array: &mut self.array,
+            log: &mut self.log,
+            stripe: a.stripe,
+            scratch: a.scratch,
+            item: a.item,
+            sut: a.sut,
+            counters: &mut self.counters,
+            patches: &self.patches,
+            pass: Pass::Live,
         };
-        let mut st = Self::new_state(array, spares, cfg, mlayout, conf);
-        // Recorded states are the newest configuration's (missing members show as changes).
-        st.recorded_states.clear();
-        for m in &newest.members {
-            let _ = st.recorded_states.push(m.state);
-        }
-        st.conf.next_guid =
-            newest.members.len() as u64 + newest.spares.len() as u64 + newest.generation + 1;
-        let mut b = mlayout
-            .split(mem.as_mut())
-            .ok_or(OpenError::Memory { needed })?;
-        // Roots, newest first; the first whose tables load wins.
-        let root = st.find_root(&mut b)?;
-        st.root_gen = root.root_gen;
-        st.counters = root.counters;
-        st.restore_rebuild(&root);
-        st.release_pending(&mut b);
-        let end = st.recover(&mut b, &root).map_err(OpenError::Io)?;
-        report.root_gen = root.root_gen;
-        report.items_replayed = end.items;
-        report.items_lost = end.lost;
-        report.resynced_stripes = end.resynced;
-        report.zil_records = st.zil_refs.len() as u32;
-        if st.array.failed() != st.recorded_failed() || missing > 0 {
-            st.on_members_failed().map_err(OpenError::Io)?;
-        }
-        st.checkpoint(&mut b).map_err(OpenError::Io)?;
-        st.zil_refs.clear();
-        Ok((Pool { st, mem }, report))
+        Ok((io, a.meta))
+    }
+
+    /// The log's state and the segment usage table, to read.
+    fn log_and_sut(&mut self) -> Result<(&Log, &[u8]), IoError> {
+        let a = self.layout.split(self.mem.as_mut()).ok_or(bug!(IoError))?;
+        Ok((&self.log, a.sut))
+    }
+
+    /// The volume layer's part of an operation.
+    fn vol(&mut self) -> Result<Volume<'_, D, N, L, P>, IoError> {
+        Ok(self.vol_and_streams()?.0)
+    }
+
+    /// The volume layer's part of an operation, the streams and their arena slice.
+    #[allow(clippy::type_complexity)]
+    fn vol_and_streams(
+        &mut self,
+    ) -> Result<(Volume<'_, D, N, L, P>, &mut Streams<S>, &mut [u8]), IoError> {
+        let a = self.layout.split(self.mem.as_mut()).ok_or(bug!(IoError))?;
+        let io = LogIo {
+            array: &mut self.array,
+            log: &mut self.log,
+            stripe: a.stripe,
+            scratch: a.scratch,
+            item: a.item,
+            sut: a.sut,
+            counters: &mut self.counters,
+            patches: &self.patches,
+            pass: Pass::Live,
+        };
+        let vol = Volume {
+            io,
+            luns: &mut self.luns,
+            map: &mut self.map,
+            pages: a.pages,
+            extents: &mut self.extents,
+            raw: a.raw,
+            enc: &mut self.enc,
+            comp: a.comp,
+        };
+        Ok((vol, &mut self.streams, a.streams))
     }
 
     /// Capacity clients can fill, in bytes: all segments but the log's window of reserved
     /// segments, the free segments that renew it at the next checkpoint (as many again), and
     /// the cleaner's reserve — exactly what the cleaner keeps free before it takes a write.
     pub fn usable_bytes(&self) -> u64 {
-        let keep =
-            2 * u64::from(self.st.cfg.reserved_segments) + u64::from(self.st.cfg.cleaner_reserve);
-        u64::from(self.st.segments()).saturating_sub(keep) * self.st.segment_bytes()
-    }
-
-    fn bufs(&mut self) -> Result<(&mut State<D, N, L, P, S>, Bufs<'_>), IoError> {
-        let layout = self.st.mem;
-        let b = layout.split(self.mem.as_mut()).ok_or(bug!(IoError))?;
-        Ok((&mut self.st, b))
+        let keep = 2 * u64::from(self.cfg.reserved_segments) + u64::from(self.cfg.cleaner_reserve);
+        u64::from(self.log.segments()).saturating_sub(keep) * self.log.segment_bytes()
     }
 
     /// Creates a LUN of `blocks` 4 KiB blocks named `name` (1–24 bytes), thin-provisioned:
@@ -877,108 +743,58 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         if blocks == 0 || blocks.saturating_mul(LUN_BLOCK as u64) > self.usable_bytes() {
             return Err(LunError::BadSize);
         }
-        if self
-            .st
-            .luns
-            .iter()
-            .any(|l| l.rec.name.as_str() == name && l.rec.blocks > 0)
-        {
+        if self.luns.by_name(name).is_some() {
             return Err(LunError::NameTaken);
         }
         self.ready().map_err(LunError::Io)?;
-        // Reuse a deleted slot (blocks == 0) or append.
-        let id = match self.st.luns.iter().position(|l| l.rec.blocks == 0) {
-            Some(i) => i,
-            None if self.st.luns.len() < L => self.st.luns.len(),
-            None => return Err(LunError::TooMany),
-        };
-        let rec = LunRecord {
-            id: id as u16,
-            name: heapless::String::try_from(name).map_err(|_| LunError::BadName)?,
-            blocks,
-            map_root: BlockPtr::NONE,
-            depth: Lun::depth_for(blocks),
-            counters: LunCounters::default(),
-        };
-        if id == self.st.luns.len() {
-            self.st
-                .luns
-                .push(Lun { rec })
-                .map_err(|_| LunError::TooMany)?;
-        } else if let Some(l) = self.st.luns.get_mut(id) {
-            l.rec = rec;
-        }
-        let (st, mut b) = self.bufs().map_err(LunError::Io)?;
-        st.checkpoint(&mut b).map_err(LunError::Io)?;
-        Ok(id as u16)
+        let id = self.luns.create(name, blocks)?;
+        self.write_checkpoint().map_err(LunError::Io)?;
+        Ok(id)
     }
 
     /// Deletes a LUN and frees its space (the cleaner reclaims it). Durable on return.
     pub fn delete_lun(&mut self, lun: u16) -> Result<(), LunError> {
-        self.lun_rec(lun).map_err(|_| LunError::NoSuchLun)?;
+        self.luns.live(lun).map_err(|_| LunError::NoSuchLun)?;
         self.ready().map_err(LunError::Io)?;
-        let (st, mut b) = self.bufs().map_err(LunError::Io)?;
         // Open extents of the LUN are dropped, not written.
-        for s in st.streams.iter_mut().filter(|s| s.lun == lun) {
-            s.blocks = 0;
-        }
-        st.release_lun_map(&mut b, lun).map_err(LunError::Io)?;
-        st.bad.retain(|r| r.lun != lun);
-        if let Some(l) = st.luns.get_mut(lun as usize) {
-            l.rec.blocks = 0;
-            l.rec.name.clear();
-            l.rec.counters = LunCounters::default();
-            l.rec.depth = 1;
-        }
-        st.checkpoint(&mut b).map_err(LunError::Io)
-    }
-
-    fn lun_rec(&self, lun: u16) -> Result<&LunRecord, IoError> {
-        self.st
-            .luns
-            .get(lun as usize)
-            .map(|l| &l.rec)
-            .filter(|r| r.blocks > 0)
-            .ok_or(IoError::NoSuchLun)
+        self.streams.drop_lun(lun);
+        self.vol()
+            .map_err(LunError::Io)?
+            .release_lun_map(lun)
+            .map_err(LunError::Io)?;
+        self.luns.delete(lun);
+        self.write_checkpoint().map_err(LunError::Io)
     }
 
     /// The LUN named `name`.
     pub fn lun_by_name(&self, name: &str) -> Option<u16> {
-        self.st
-            .luns
-            .iter()
-            .find(|l| l.rec.blocks > 0 && l.rec.name.as_str() == name)
-            .map(|l| l.rec.id)
+        self.luns.by_name(name)
     }
 
     /// Every LUN with its space use.
     pub fn luns(&self) -> impl Iterator<Item = LunInfo> + '_ {
-        let geo = *self.st.geo();
-        self.st
-            .luns
-            .iter()
-            .filter(|l| l.rec.blocks > 0)
-            .map(move |l| {
-                let c = l.rec.counters;
-                let k = geo.data_strips() as u64;
-                let red = geo.parity_strips() as u64 + geo.copies() as u64 - 1;
-                LunInfo {
-                    id: l.rec.id,
-                    name: l.rec.name.clone(),
-                    blocks: l.rec.blocks,
-                    logical_bytes: c.mapped_blocks * LUN_BLOCK as u64,
-                    physical_bytes: c.log_bytes,
-                    stored_bytes: c.stored_bytes,
-                    padding_bytes: c.log_bytes.saturating_sub(c.stored_bytes),
-                    parity_bytes: c.log_bytes * red / k.max(1),
-                    compression_savings: (c.mapped_blocks * LUN_BLOCK as u64)
-                        .saturating_sub(c.stored_bytes),
-                }
-            })
+        let geo = *self.array.geometry();
+        self.luns.records().filter(|r| r.blocks > 0).map(move |r| {
+            let c = r.counters;
+            let k = geo.data_strips() as u64;
+            let red = geo.parity_strips() as u64 + geo.copies() as u64 - 1;
+            LunInfo {
+                id: r.id,
+                name: r.name.clone(),
+                blocks: r.blocks,
+                logical_bytes: c.mapped_blocks * LUN_BLOCK as u64,
+                physical_bytes: c.log_bytes,
+                stored_bytes: c.stored_bytes,
+                padding_bytes: c.log_bytes.saturating_sub(c.stored_bytes),
+                parity_bytes: c.log_bytes * red / k.max(1),
+                compression_savings: (c.mapped_blocks * LUN_BLOCK as u64)
+                    .saturating_sub(c.stored_bytes),
+            }
+        })
     }
 
     fn check_io(&self, lun: u16, lba: u64, len: usize) -> Result<u64, IoError> {
-        let rec = self.lun_rec(lun)?;
+        let rec = self.luns.live(lun)?;
         if len == 0 || !len.is_multiple_of(LUN_BLOCK) {
             return Err(IoError::Misaligned);
         }
@@ -994,24 +810,19 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
     /// once it writes into the last segment of its window while a free segment could extend
     /// it (otherwise the window could fill up: "log segments exhausted").
     fn ready(&mut self) -> Result<(), IoError> {
-        if self.st.health() == Health::Faulted {
-            self.st.faulted = true;
+        if self.health() == Health::Faulted {
             return Err(IoError::Faulted);
         }
-        let half = (usize::from(self.st.cfg.reserved_segments) / 2).max(1);
-        let pages_limit = self.st.segment_bytes() / 2 / 4096;
-        let due = self.st.log.res_idx >= half || self.st.log.pages_since_checkpoint >= pages_limit;
-        let mut forced =
-            self.st.log.res_idx > half || self.st.log.pages_since_checkpoint >= 2 * pages_limit;
-        if !forced {
-            let (st, b) = self.bufs()?;
-            forced = st.window_closing(&b);
-        }
+        let half = (usize::from(self.cfg.reserved_segments) / 2).max(1);
+        let pages_limit = self.log.segment_bytes() / 2 / 4096;
+        let used = self.log.window().1;
+        let pages = self.map.pages_written();
+        let due = used >= half || pages >= pages_limit;
+        let forced = used > half || pages >= 2 * pages_limit || self.io()?.window_closing();
         // A checkpoint pads the open stripe to its end: when one is due but not yet forced,
         // wait until the stripe is nearly full, so the padding is small.
-        if forced || (due && self.st.checkpoint_fits_well()) {
-            let (st, mut b) = self.bufs()?;
-            st.checkpoint(&mut b)?;
+        if forced || (due && self.checkpoint_fits_well()) {
+            self.write_checkpoint()?;
         }
         Ok(())
     }
@@ -1021,11 +832,11 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
     /// after buffering (a device error) leaves the blocks either old or new.
     pub fn write(&mut self, lun: u16, lba: u64, data: &[u8], fua: bool) -> Result<(), IoError> {
         let n = self.check_io(lun, lba, data.len())?;
-        let r = self.write_settling(lun, lba, data, n, fua);
+        let r = self.write_blocks(lun, lba, data, n, fua);
         self.settled(r)
     }
 
-    fn write_settling(
+    fn write_blocks(
         &mut self,
         lun: u16,
         lba: u64,
@@ -1034,17 +845,16 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         fua: bool,
     ) -> Result<(), IoError> {
         self.ready()?;
-        self.make_room(n)?;
-        let (st, mut b) = self.bufs()?;
-        st.close_idle_streams(&mut b)?;
+        self.make_room()?;
+        self.close_idle_streams()?;
         for (i, blk) in data.chunks_exact(LUN_BLOCK).enumerate() {
-            st.buffer_block(&mut b, lun, lba + i as u64, blk)?;
+            self.buffer_block(lun, lba + i as u64, blk)?;
         }
-        st.forget_bad(lun, lba, n);
-        st.counters.client_bytes_written += data.len() as u64;
-        st.session_client_bytes += data.len() as u64;
+        self.luns.forget_bad(lun, lba, n);
+        self.counters.client_bytes_written += data.len() as u64;
+        self.session_client_bytes += data.len() as u64;
         if fua {
-            st.flush(&mut b)?;
+            self.flush_all()?;
         }
         Ok(())
     }
@@ -1053,36 +863,51 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
     /// never written or trimmed read as zeros), or an error — never other data.
     pub fn read(&mut self, lun: u16, lba: u64, buf: &mut [u8]) -> Result<(), IoError> {
         self.check_io(lun, lba, buf.len())?;
-        if self.st.faulted {
+        if self.health() == Health::Faulted {
             return Err(IoError::Faulted);
         }
-        let (st, mut b) = self.bufs()?;
         let mut res = Ok(());
         for (i, blk) in buf.chunks_exact_mut(LUN_BLOCK).enumerate() {
-            res = st.read_block(&mut b, lun, lba + i as u64, blk);
+            res = self.read_block(lun, lba + i as u64, blk);
             if res.is_err() {
                 break;
             }
         }
         // A member that failed under the reads gets a spare and a rebuild now.
-        st.after_membership_change()?;
+        self.after_membership_change()?;
         res?;
-        st.counters.client_bytes_read += buf.len() as u64;
+        self.counters.client_bytes_read += buf.len() as u64;
         Ok(())
+    }
+
+    /// Reads one block of `lun` into `out` (4 KiB): from an open extent, else through the map.
+    fn read_block(&mut self, lun: u16, lba: u64, out: &mut [u8]) -> Result<(), IoError> {
+        let (mut vol, streams, bufs) = self.vol_and_streams()?;
+        if let Some(i) = streams.holding(lun, lba) {
+            let s = streams.get(i).ok_or(bug!(IoError))?;
+            let off = (lba - s.start) as usize * LUN_BLOCK;
+            let src = streams.buf(bufs, i)?;
+            out.copy_from_slice(src.get(off..off + LUN_BLOCK).ok_or(bug!(IoError))?);
+            return Ok(());
+        }
+        vol.read_mapped(lun, lba, out)
     }
 
     /// Makes every write acknowledged so far durable (see the module docs).
     pub fn flush(&mut self) -> Result<(), IoError> {
         self.ready()?;
-        let (st, mut b) = self.bufs()?;
-        let r = st.flush(&mut b);
+        let r = self.flush_all();
         self.settled(r)
     }
 
-    /// Records a membership change the operation that returned `r` caused (a member failed
-    /// under its I/O): spares, rebuilds, the new configuration. `r`'s error comes first.
+    /// Records what the operation that returned `r` caused: a stripe write that reached too few
+    /// members faults the pool; a member that failed under its I/O gets a spare, a rebuild and
+    /// a new configuration. `r`'s error comes first.
     pub(crate) fn settled<T>(&mut self, r: Result<T, IoError>) -> Result<T, IoError> {
-        let s = self.st.after_membership_change();
+        if self.log.take_write_failed() {
+            self.write_lost = true;
+        }
+        let s = self.after_membership_change();
         let v = r?;
         s?;
         Ok(v)
@@ -1091,46 +916,41 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
     /// Unmaps `blocks` blocks of `lun` from `lba` (TRIM / UNMAP): they read as zeros and their
     /// space is freed. Like a write, durable after the next flush.
     pub fn trim(&mut self, lun: u16, lba: u64, blocks: u64) -> Result<(), IoError> {
-        let rec = self.lun_rec(lun)?;
+        let rec = self.luns.live(lun)?;
         if blocks == 0 || lba.checked_add(blocks).is_none_or(|e| e > rec.blocks) {
             return Err(IoError::OutOfRange);
         }
-        let r = self.trim_settling(lun, lba, blocks);
+        let r = self.trim_blocks(lun, lba, blocks);
         self.settled(r)
     }
 
-    fn trim_settling(&mut self, lun: u16, lba: u64, blocks: u64) -> Result<(), IoError> {
+    fn trim_blocks(&mut self, lun: u16, lba: u64, blocks: u64) -> Result<(), IoError> {
         self.ready()?;
-        let (st, mut b) = self.bufs()?;
-        st.close_streams_in(&mut b, lun, lba, blocks)?;
+        self.close_streams_in(lun, lba, blocks)?;
         // Log the unmap (for roll-forward), then apply it.
-        let hdr = format::ItemHeader {
-            kind: format::ItemKind::Trim,
-            flags: 0,
-            lun,
-            lba,
-            blocks: blocks.min(u64::from(u32::MAX)) as u32,
-            stored_len: 0,
-            raw_len: 0,
-            payload_crc: 0,
-            seq: 0,
-            pool: 0,
-            addr: 0,
-        };
         let mut done = 0u64;
         while done < blocks {
             let n = (blocks - done).min(u64::from(u32::MAX));
-            let h = format::ItemHeader {
+            let hdr = format::ItemHeader {
+                kind: format::ItemKind::Trim,
+                flags: 0,
+                lun,
                 lba: lba + done,
                 blocks: n as u32,
-                ..hdr
+                stored_len: 0,
+                raw_len: 0,
+                payload_crc: 0,
+                seq: 0,
+                pool: 0,
+                addr: 0,
             };
-            let ptr = st.append(&mut b.log, b.sut, h, &[], false)?;
-            st.counters.metadata_log_bytes += u64::from(ptr.len);
-            st.unmap_range(&mut b, lun, lba + done, n)?;
+            let mut vol = self.vol()?;
+            let ptr = vol.io.append(hdr, &[], false)?;
+            vol.io.counters.metadata_log_bytes += u64::from(ptr.len);
+            vol.unmap_range(lun, lba + done, n)?;
             done += n;
         }
-        st.forget_bad(lun, lba, blocks);
+        self.luns.forget_bad(lun, lba, blocks);
         Ok(())
     }
 
@@ -1141,37 +961,35 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
 
     /// Tells the pool the time (monotonic, in the unit of [`PoolConfig::idle_close`]).
     pub fn set_time(&mut self, now: u64) {
-        self.st.now = self.st.now.max(now);
+        self.now = self.now.max(now);
     }
 
     /// Writes a checkpoint now (normally automatic).
     pub fn checkpoint(&mut self) -> Result<(), IoError> {
-        if self.st.faulted {
+        if self.health() == Health::Faulted {
             return Err(IoError::Faulted);
         }
-        let (st, mut b) = self.bufs()?;
-        st.checkpoint(&mut b)
+        let r = self.write_checkpoint();
+        self.settled(r)
     }
 
     /// Counters: client bytes, member bytes by kind, compression, live and dead space.
     pub fn stats(&mut self) -> Stats {
-        let a = *self.st.array.stats();
-        let counters = self.st.counters;
-        let session = self.st.session_client_bytes;
-        let seg_bytes = self.st.segment_bytes();
-        let Ok((st, b)) = self.bufs() else {
+        let a = *self.array.stats();
+        let counters = self.counters;
+        let session = self.session_client_bytes;
+        let seg_bytes = self.log.segment_bytes();
+        let Ok(mut io) = self.io() else {
             return Stats::default();
         };
+        let t = io.segs();
         let mut live = 0u64;
         let mut used = 0u64;
-        let mut free = 0u32;
-        for s in 0..st.segments() {
-            let e = b.seg(s);
+        for s in 0..t.segments() {
+            let e = t.get(s);
             live += u64::from(e.live);
-            match e.state {
-                SegState::Used => used += 1,
-                SegState::Free => free += 1,
-                SegState::Pending(_) => {}
+            if e.state == SegState::Used {
+                used += 1;
             }
         }
         Stats {
@@ -1183,26 +1001,26 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             session_client_bytes: session,
             live_bytes: live,
             dead_bytes: (used * seg_bytes).saturating_sub(live),
-            segments: st.segments(),
-            free_segments: free,
+            segments: t.segments(),
+            free_segments: t.free(),
             segment_bytes: seg_bytes,
         }
     }
 
     /// The event log (disk failures, spares, rebuild, scrub, repairs).
     pub fn events(&self) -> &EventLog {
-        self.st.array.events()
+        self.array.events()
     }
 
     /// The array (geometry, member states, counters).
     pub fn array(&self) -> &Array<D, N> {
-        &self.st.array
+        &self.array
     }
 
     /// The array, mutable: for tools and tests that reach member disks directly (fault
     /// injection). Changing member states here bypasses the pool's bookkeeping.
     pub fn array_mut(&mut self) -> &mut Array<D, N> {
-        &mut self.st.array
+        &mut self.array
     }
 
     /// Flushes and checkpoints, then hands back the member disks (slot order; `None` for
@@ -1213,12 +1031,11 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
     /// make nothing durable (writes acknowledged since its last flush are lost; a success here
     /// would say otherwise). [`Pool::into_parts`] takes a faulted pool apart.
     pub fn shutdown(mut self) -> Result<PoolParts<D, M, N>, IoError> {
-        if self.st.faulted {
+        if self.health() == Health::Faulted {
             return Err(IoError::Faulted);
         }
-        let (st, mut b) = self.bufs()?;
-        st.flush(&mut b)?;
-        st.checkpoint(&mut b)?;
+        self.flush_all()?;
+        self.write_checkpoint()?;
         Ok(self.into_parts())
     }
 
@@ -1226,11 +1043,11 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
     /// tests and tools).
     pub fn into_parts(mut self) -> PoolParts<D, M, N> {
         let mut members = Vec::new();
-        for i in 0..self.st.geo().disks() {
-            let _ = members.push(self.st.array.take(i));
+        for i in 0..self.array.geometry().disks() {
+            let _ = members.push(self.array.take(i));
         }
         let mut spares = Vec::new();
-        while let Some(s) = self.st.spares.pop() {
+        while let Some(s) = self.members.spares.pop() {
             let _ = spares.push(s.disk);
         }
         spares.reverse();
@@ -1239,54 +1056,39 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
 
     /// Pool UUID.
     pub fn uuid(&self) -> [u8; 16] {
-        self.st.conf.pool_uuid
+        self.members.conf.pool_uuid
     }
 
     /// The last checkpoint's generation.
     pub fn root_gen(&self) -> u64 {
-        self.st.root_gen
+        self.ckpt.root_gen
     }
 
-    /// Makes room for `blocks` more blocks: runs the cleaner when free segments run low, and
-    /// refuses with [`IoError::NoSpace`] when the pool is truly full. A write is refused whole:
-    /// nothing of it is buffered.
-    fn make_room(&mut self, blocks: u64) -> Result<(), IoError> {
-        let (st, mut b) = self.bufs()?;
-        st.make_room(&mut b, blocks)
-    }
-}
-
-impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: usize>
-    State<D, N, L, P, S>
-{
     /// Flush: close open extents, make written stripes durable, copy the open stripe's new
     /// bytes to the intent log (or seal the stripe when the intent log cannot take them), then,
     /// when whole stripes became durable, leave a flush mark naming the position now durable.
-    pub(crate) fn flush(&mut self, b: &mut Bufs) -> Result<(), IoError> {
-        self.close_all_streams(b)?;
+    fn flush_all(&mut self) -> Result<(), IoError> {
+        self.close_all_streams()?;
         // Deliberate bug for the fault campaign's self-test: acknowledge before durable.
         #[cfg(feature = "mutate")]
         if crate::mutate::active(crate::mutate::Mutation::EarlyFlush) {
             return Ok(());
         }
         // Whether this flush made whole stripes durable (a flush mark is due, see below).
-        let mut stripes = self.log.unflushed_stripes > 0;
+        let mut stripes = self.log.has_unflushed_stripes();
         if stripes {
-            self.array.flush();
-            self.after_membership_change()?;
-            self.log.unflushed_stripes = 0;
-            self.zil_obsolete();
+            self.flush_stripes()?;
         }
-        if self.log.fill > self.log.zil_done && !self.zil_write(b)? {
-            self.seal_stripe(&mut b.log)?;
-            self.array.flush();
-            self.after_membership_change()?;
-            self.log.unflushed_stripes = 0;
-            self.zil_obsolete();
+        if self.log.open_bytes_unlogged() && !self.io()?.zil_write()? {
+            self.io()?.seal_stripe()?;
+            self.flush_stripes()?;
             stripes = true;
         }
+        if self.log.take_write_failed() {
+            self.write_lost = true;
+        }
         self.after_membership_change()?;
-        if self.faulted {
+        if self.health() == Health::Faulted {
             return Err(IoError::Faulted);
         }
         // A mark after whole stripes became durable: a few extra writes per stripe, not per
@@ -1295,161 +1097,113 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         // past what redundancy rebuilds; marking every flush made write-through workloads on
         // seeking disks several times slower (the demo's baseline: 1 566 IOPS to 176).
         if stripes || !self.array.not_in_sync().is_empty() {
-            self.write_flush_mark(b)?;
+            self.io()?.write_flush_mark()?;
         }
         Ok(())
     }
 
-    /// Bytes a checkpoint would append now: dirty map pages and the ancestors their new
-    /// copies dirty, the LUN table, the bad list and the segment table (approximately, to a
-    /// sector or two).
-    pub(crate) fn checkpoint_bytes(&self) -> usize {
-        let mut pages = 0usize;
-        for m in self.cache.iter().flatten() {
-            // A page is written if it or any cached descendant is dirty.
-            let k = m.key;
-            let written = m.dirty
-                || self.cache.iter().flatten().any(|c| {
-                    c.dirty
-                        && c.key.lun == k.lun
-                        && c.key.level < k.level
-                        && c.key.index / crate::volume::map::span(k.level - c.key.level) == k.index
-                });
-            if written {
-                pages += 1;
-            }
-        }
-        let tables = format::round_up(64 + 16 + self.luns.len() * 72, format::ITEM_ALIGN)
-            + format::round_up(64 + 16 + self.bad.len() * 16, format::ITEM_ALIGN)
-            + format::round_up(
-                64 + self.segments() as usize * format::SEG_ENTRY_BYTES,
-                format::ITEM_ALIGN,
-            );
-        pages * 4096 + tables
+    /// Flushes the members: every stripe written so far is durable, the intent log's records
+    /// are obsolete.
+    fn flush_stripes(&mut self) -> Result<(), IoError> {
+        self.array.flush();
+        self.after_membership_change()?;
+        self.log.stripes_flushed();
+        self.log.zil.obsolete();
+        Ok(())
     }
 
-    /// Whether checkpointing now would pad little: the checkpoint's own bytes end within one
-    /// extent of a stripe boundary.
-    pub(crate) fn checkpoint_fits_well(&self) -> bool {
-        let sdb = self.sdb();
-        let end = (self.log.fill + self.checkpoint_bytes()) % sdb;
-        let pad = if end == 0 { 0 } else { sdb - end };
-        pad <= state::max_item_bytes(&self.cfg)
-    }
-
-    /// Finds the newest root on any member whose tables load.
-    fn find_root(&mut self, b: &mut Bufs) -> Result<Root, OpenError> {
-        let mut roots: Vec<Root, 8> = Vec::new();
-        self.log.replaying = true;
-        for d in 0..self.geo().disks() {
-            for i in 0..ROOT_SLOTS {
-                let lba = self.root_lba(i);
-                let Some(slot) = b.meta.get_mut(..SLOT_BYTES) else {
-                    continue;
-                };
-                if self.array.disk_read(d, lba, slot).is_err() {
-                    continue;
+    /// Buffers one 4 KiB block of client data for `lun`/`lba` in a stream, closing extents
+    /// that fill up or whose stream is taken for another run.
+    fn buffer_block(&mut self, lun: u16, lba: u64, data: &[u8]) -> Result<(), IoError> {
+        let now = self.now;
+        let (_, streams, bufs) = self.vol_and_streams()?;
+        if let Some(i) = streams.holding(lun, lba) {
+            return streams.replace(bufs, i, lba, data, now);
+        }
+        let i = match streams.continuing(lun, lba) {
+            Some(i) => i,
+            None => match streams.new_stream(lun, lba)? {
+                NewStream::Ready(i) => i,
+                NewStream::Evict(i) => {
+                    self.close_stream(i)?;
+                    self.streams.restart(i, lun, lba)?;
+                    i
                 }
-                let Ok(r) = Root::decode(slot) else { continue };
-                if r.pool_uuid != self.conf.pool_uuid
-                    || roots.iter().any(|x| x.root_gen == r.root_gen)
-                {
-                    continue;
-                }
-                if roots.is_full() {
-                    // Keep the newest eight.
-                    if let Some((mi, _)) = roots.iter().enumerate().min_by_key(|(_, x)| x.root_gen)
-                        && roots.get(mi).is_some_and(|x| x.root_gen < r.root_gen)
-                    {
-                        roots.swap_remove(mi);
-                    } else {
-                        continue;
-                    }
-                }
-                let _ = roots.push(r);
-            }
-        }
-        roots.sort_unstable_by_key(|r| core::cmp::Reverse(r.root_gen));
-        for r in roots {
-            if self.load_tables(b, &r).is_ok() {
-                self.log.replaying = false;
-                return Ok(r);
-            }
-        }
-        Err(OpenError::NoValidRoot)
-    }
-
-    /// Writes the configuration (membership, generation + 1) to every member and spare: slot A
-    /// on all, flush, slot B on all, flush — a torn write leaves the other copy valid.
-    pub(crate) fn write_config(&mut self) -> Result<(), IoError> {
-        self.conf.generation += 1;
-        let mut members: Vec<MemberRecord, 32> = Vec::new();
-        for (i, guid) in self.conf.member_guids.iter().enumerate() {
-            let state = self
-                .array
-                .member(i)
-                .map_or(DiskState::Failed, crate::raid::Member::state);
-            let _ = members.push(MemberRecord { guid: *guid, state });
-        }
-        let mut spares: Vec<u64, 32> = Vec::new();
-        for s in &self.spares {
-            let _ = spares.push(s.guid);
-        }
-        let mut sb = Superblock {
-            magic: format::SUPER_MAGIC,
-            version: format::FORMAT_VERSION,
-            pool_uuid: self.conf.pool_uuid,
-            disk_guid: 0,
-            role: Role::Spare,
-            generation: self.conf.generation,
-            geometry: self.conf.geometry,
-            layout: self.conf.layout,
-            members: members.clone(),
-            spares,
+            },
         };
-        let per = (SLOT_BYTES / self.geo().block_bytes()) as u64;
-        let mut slot = [0u8; SLOT_BYTES];
-        for copy in 0..2u32 {
-            let lba = u64::from(format::superblock_slot(copy)) * per;
-            for i in 0..self.geo().disks() {
-                let Some(m) = members.get(i) else { continue };
-                if m.state == DiskState::Failed {
-                    continue;
-                }
-                sb.disk_guid = m.guid;
-                sb.role = Role::Member(i as u8);
-                sb.encode(&mut slot).map_err(IoError::Corrupt)?;
-                if self.array.disk_write(i, lba, &slot).is_ok() {
-                    self.counters.label_bytes += SLOT_BYTES as u64;
-                }
-            }
-            for si in 0..self.spares.len() {
-                let Some(guid) = self.spares.get(si).map(|s| s.guid) else {
-                    continue;
-                };
-                sb.disk_guid = guid;
-                sb.role = Role::Spare;
-                sb.encode(&mut slot).map_err(IoError::Corrupt)?;
-                if let Some(s) = self.spares.get_mut(si) {
-                    let _ = s.disk.write(lba, &slot);
-                    let _ = s.disk.flush();
-                }
-            }
-            self.array.flush();
-        }
-        self.recorded_states.clear();
-        for m in &members {
-            let _ = self.recorded_states.push(m.state);
+        let (_, streams, bufs) = self.vol_and_streams()?;
+        if streams.append(bufs, i, data, now)? {
+            self.close_stream(i)?;
         }
         Ok(())
     }
 
-    /// Member slots the superblocks record as failed.
-    pub(crate) fn recorded_failed(&self) -> crate::raid::DiskSet {
-        self.recorded_states
-            .iter()
-            .enumerate()
-            .filter(|(_, s)| **s == DiskState::Failed)
-            .fold(crate::raid::DiskSet::EMPTY, |s, (i, _)| s.with(i))
+    /// Closes stream `i`'s extent (appends it to the log); the stream stays, empty,
+    /// remembering where its run continues.
+    fn close_stream(&mut self, i: usize) -> Result<(), IoError> {
+        let (mut vol, streams, bufs) = self.vol_and_streams()?;
+        let s = streams.get(i).ok_or(bug!(IoError))?;
+        if s.blocks == 0 {
+            return Ok(());
+        }
+        let len = s.blocks as usize * LUN_BLOCK;
+        let data = streams.buf(bufs, i)?.get(..len).ok_or(bug!(IoError))?;
+        vol.emit(s.lun, s.start, data, Writer::Client)?;
+        streams.closed(i);
+        Ok(())
     }
+
+    /// Closes every open extent (flush).
+    fn close_all_streams(&mut self) -> Result<(), IoError> {
+        for i in 0..self.streams.len() {
+            self.close_stream(i)?;
+        }
+        Ok(())
+    }
+
+    /// Closes the extents idle for longer than the configured time.
+    fn close_idle_streams(&mut self) -> Result<(), IoError> {
+        for i in 0..self.streams.len() {
+            if self.streams.idle(i, self.now, self.cfg.idle_close) {
+                self.close_stream(i)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Closes the extents holding any block of `lun` in `lba..lba + blocks`.
+    fn close_streams_in(&mut self, lun: u16, lba: u64, blocks: u64) -> Result<(), IoError> {
+        for i in 0..self.streams.len() {
+            if self.streams.overlaps(i, lun, lba, blocks) {
+                self.close_stream(i)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The disks given to [`Pool::create`], checked: one block size, at most `N` in all.
+fn collect_disks<D: BlockDevice, const N: usize>(
+    members: impl IntoIterator<Item = D>,
+    spares: impl IntoIterator<Item = D>,
+) -> Result<(Vec<D, N>, Vec<D, N>), OpenError> {
+    let mut ms: Vec<D, N> = Vec::new();
+    for d in members {
+        ms.push(d).map_err(|_| OpenError::Disks)?;
+    }
+    let bs = ms.first().ok_or(OpenError::NoPool)?.block_size();
+    if ms.iter().any(|d| d.block_size() != bs) {
+        return Err(OpenError::Disks);
+    }
+    let mut sp: Vec<D, N> = Vec::new();
+    for d in spares {
+        if d.block_size() != bs {
+            return Err(OpenError::Disks);
+        }
+        sp.push(d).map_err(|_| OpenError::Disks)?;
+    }
+    if ms.len() + sp.len() > N || ms.len() > 32 {
+        return Err(OpenError::Disks);
+    }
+    Ok((ms, sp))
 }

@@ -6,13 +6,67 @@
 //! Cache rule: every cached page's ancestors are cached too (a page with cached children is
 //! pinned), so writing an evicted dirty page can always update its parent in memory. The cache
 //! therefore needs at least `depth + 1` slots; [`crate::pool::PoolConfig`] checks a margin.
+//!
+//! [`MapCache`] owns the cache's bookkeeping; the page bytes live in an arena slice lent per
+//! call, and pages are read, written and accounted through a [`PageStore`] (the log and the
+//! LUN table in the pool; a `HashMap` in the tests).
 
-use raidcore_hal::BlockDevice;
+use heapless::Vec;
 
 use crate::error::{IoError, bug};
 use crate::format::{BlockPtr, ENTRY_BYTES, FANOUT, ItemHeader, ItemKind, MapEntry, PAGE_PAYLOAD};
-use crate::log::Expect;
-use crate::pool::state::{Bufs, PageKey, PageMeta, State, seg_account};
+
+/// Where map pages live and what their changes cost.
+pub(crate) trait PageStore {
+    /// Reads the page `key` whose on-disk copy is `ptr` into `out` ([`PAGE_PAYLOAD`] bytes),
+    /// checked.
+    fn read_page(&mut self, key: PageKey, ptr: BlockPtr, out: &mut [u8]) -> Result<(), IoError>;
+    /// Writes a new copy of a page (`hdr` names it; the store fills in the rest); returns
+    /// where it went.
+    fn write_page(&mut self, hdr: ItemHeader, payload: &[u8]) -> Result<BlockPtr, IoError>;
+    /// The bytes at `ptr` (an old page copy) are dead.
+    fn release(&mut self, ptr: BlockPtr);
+    /// `lun`'s block entry changed from `old` to `new` (space accounting).
+    fn entry_changed(&mut self, lun: u16, old: MapEntry, new: MapEntry) -> Result<(), IoError>;
+    /// The on-disk copy of `lun`'s root page (none while never written).
+    fn root(&self, lun: u16) -> Result<BlockPtr, IoError>;
+    /// Points `lun`'s root at `ptr`.
+    fn set_root(&mut self, lun: u16, ptr: BlockPtr) -> Result<(), IoError>;
+    /// Top level of `lun`'s tree (0: the root is a leaf).
+    fn top(&self, lun: u16) -> Result<u8, IoError>;
+    /// `lun`'s size in blocks and top level, if it exists.
+    fn size(&self, lun: u16) -> Option<(u64, u8)>;
+}
+
+/// The key of a map page: LUN, tree level (0 = leaves) and index within the level.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PageKey {
+    pub lun: u16,
+    pub level: u8,
+    pub index: u64,
+}
+
+/// Bookkeeping of one cache slot.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PageMeta {
+    pub key: PageKey,
+    /// Where the page is on disk (none if never written).
+    pub ptr: BlockPtr,
+    pub dirty: bool,
+    /// Cached children: a page with children cannot be evicted (every cached page's ancestors
+    /// stay cached, so a written child can always update its parent).
+    pub children: u16,
+    pub lru: u64,
+}
+
+/// The map cache: `P` slots of [`PAGE_PAYLOAD`] bytes in the pages arena slice.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct MapCache<const P: usize> {
+    cache: Vec<Option<PageMeta>, P>,
+    tick: u64,
+    /// Pages written since the last checkpoint.
+    pages_written: u64,
+}
 
 fn page(pages: &mut [u8], slot: usize) -> Result<&mut [u8], IoError> {
     pages
@@ -25,12 +79,10 @@ pub(crate) fn span(level: u8) -> u64 {
     (FANOUT as u64).saturating_pow(u32::from(level))
 }
 
-impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: usize>
-    State<D, N, L, P, S>
-{
-    fn top_level(&self, lun: u16) -> Result<u8, IoError> {
-        let l = self.luns.get(lun as usize).ok_or(IoError::NoSuchLun)?;
-        Ok(l.rec.depth.saturating_sub(1))
+impl<const P: usize> MapCache<P> {
+    fn touch(&mut self) -> u64 {
+        self.tick += 1;
+        self.tick
     }
 
     fn cache_find(&self, key: PageKey) -> Option<usize> {
@@ -47,32 +99,36 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
     }
 
     /// Loads the page `key` (and its ancestors) into the cache; returns its slot.
-    pub(crate) fn load_page(&mut self, b: &mut Bufs, key: PageKey) -> Result<usize, IoError> {
+    pub(crate) fn load_page(
+        &mut self,
+        st: &mut impl PageStore,
+        pages: &mut [u8],
+        key: PageKey,
+    ) -> Result<usize, IoError> {
         if let Some(s) = self.cache_find(key) {
             let t = self.touch();
             self.meta_mut(s)?.lru = t;
             return Ok(s);
         }
-        let top = self.top_level(key.lun)?;
+        let top = st.top(key.lun)?;
         let (ptr, parent) = if key.level >= top {
-            let l = self.luns.get(key.lun as usize).ok_or(IoError::NoSuchLun)?;
-            (l.rec.map_root, None)
+            (st.root(key.lun)?, None)
         } else {
             let pk = PageKey {
                 lun: key.lun,
                 level: key.level + 1,
                 index: key.index / FANOUT as u64,
             };
-            let ps = self.load_page(b, pk)?;
+            let ps = self.load_page(st, pages, pk)?;
             let at = (key.index % FANOUT as u64) as usize * ENTRY_BYTES;
-            let e = MapEntry::decode(page(b.pages, ps)?, at);
+            let e = MapEntry::decode(page(pages, ps)?, at);
             (e.ptr(), Some(ps))
         };
         // Pin the parent while a slot is found for the child.
         if let Some(ps) = parent {
             self.meta_mut(ps)?.children += 1;
         }
-        let res = self.fill_slot(b, key, ptr);
+        let res = self.fill_slot(st, pages, key, ptr);
         if res.is_err()
             && let Some(ps) = parent
         {
@@ -82,19 +138,18 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         res
     }
 
-    fn fill_slot(&mut self, b: &mut Bufs, key: PageKey, ptr: BlockPtr) -> Result<usize, IoError> {
-        let slot = self.alloc_slot(b)?;
+    fn fill_slot(
+        &mut self,
+        st: &mut impl PageStore,
+        pages: &mut [u8],
+        key: PageKey,
+        ptr: BlockPtr,
+    ) -> Result<usize, IoError> {
+        let slot = self.alloc_slot(st, pages)?;
         if ptr.is_none() {
-            page(b.pages, slot)?.fill(0);
+            page(pages, slot)?.fill(0);
         } else {
-            match self.load_item(b, ptr, Expect::page(key.lun, key.level, key.index)) {
-                Ok((h, off)) if h.stored_len as usize == PAGE_PAYLOAD => {
-                    let src = b.item.get(off..off + PAGE_PAYLOAD).ok_or(bug!(IoError))?;
-                    page(b.pages, slot)?.copy_from_slice(src);
-                }
-                Ok(_) => return Err(IoError::Corrupt(crate::format::FormatError::Bounds)),
-                Err(e) => return Err(e),
-            }
+            st.read_page(key, ptr, page(pages, slot)?)?;
         }
         let lru = self.touch();
         if let Some(m) = self.cache.get_mut(slot) {
@@ -111,7 +166,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
 
     /// Finds a free cache slot, evicting the least recently used page without cached children
     /// (writing it to the log first if dirty).
-    fn alloc_slot(&mut self, b: &mut Bufs) -> Result<usize, IoError> {
+    fn alloc_slot(&mut self, st: &mut impl PageStore, pages: &mut [u8]) -> Result<usize, IoError> {
         if let Some(i) = self.cache.iter().position(Option::is_none) {
             return Ok(i);
         }
@@ -128,11 +183,16 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             .min_by_key(|&(_, lru)| lru)
             .map(|(i, _)| i)
             .ok_or(IoError::CacheFull)?;
-        self.evict(b, victim)?;
+        self.evict(st, pages, victim)?;
         Ok(victim)
     }
 
-    fn evict(&mut self, b: &mut Bufs, slot: usize) -> Result<(), IoError> {
+    fn evict(
+        &mut self,
+        st: &mut impl PageStore,
+        pages: &mut [u8],
+        slot: usize,
+    ) -> Result<(), IoError> {
         let m = self
             .cache
             .get(slot)
@@ -140,9 +200,9 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             .flatten()
             .ok_or(bug!(IoError))?;
         if m.dirty {
-            self.write_page(b, slot)?;
+            self.write_page(st, pages, slot)?;
         }
-        if m.key.level < self.top_level(m.key.lun)? {
+        if m.key.level < st.top(m.key.lun)? {
             let pk = PageKey {
                 lun: m.key.lun,
                 level: m.key.level + 1,
@@ -161,7 +221,12 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
 
     /// Writes a cached page copy-on-write into the log and points its parent (or the LUN's
     /// root) at the new copy; the old copy's bytes become dead.
-    pub(crate) fn write_page(&mut self, b: &mut Bufs, slot: usize) -> Result<(), IoError> {
+    pub(crate) fn write_page(
+        &mut self,
+        st: &mut impl PageStore,
+        pages: &mut [u8],
+        slot: usize,
+    ) -> Result<(), IoError> {
         let m = self
             .cache
             .get(slot)
@@ -181,23 +246,20 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             pool: 0,
             addr: 0,
         };
-        let payload = b
-            .pages
+        let payload = pages
             .get(slot * PAGE_PAYLOAD..(slot + 1) * PAGE_PAYLOAD)
             .ok_or(bug!(IoError))?;
-        let ptr = self.append(&mut b.log, b.sut, hdr, payload, true)?;
-        self.counters.metadata_log_bytes += u64::from(ptr.len);
+        let ptr = st.write_page(hdr, payload)?;
         if !m.ptr.is_none() {
-            let seg = self.seg_of(m.ptr.addr);
-            seg_account(b.sut, seg, m.ptr.len, false);
+            st.release(m.ptr);
         }
         {
             let mm = self.meta_mut(slot)?;
             mm.ptr = ptr;
             mm.dirty = false;
         }
-        self.log.pages_since_checkpoint += 1;
-        if m.key.level < self.top_level(m.key.lun)? {
+        self.pages_written += 1;
+        if m.key.level < st.top(m.key.lun)? {
             let pk = PageKey {
                 lun: m.key.lun,
                 level: m.key.level + 1,
@@ -205,20 +267,20 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             };
             let ps = self.cache_find(pk).ok_or(bug!(IoError))?;
             let at = (m.key.index % FANOUT as u64) as usize * ENTRY_BYTES;
-            MapEntry::from_ptr(ptr).encode(page(b.pages, ps)?, at);
+            MapEntry::from_ptr(ptr).encode(page(pages, ps)?, at);
             self.meta_mut(ps)?.dirty = true;
         } else {
-            let l = self
-                .luns
-                .get_mut(m.key.lun as usize)
-                .ok_or(IoError::NoSuchLun)?;
-            l.rec.map_root = ptr;
+            st.set_root(m.key.lun, ptr)?;
         }
         Ok(())
     }
 
     /// Writes every dirty page, leaves first, so parents pick up their children's new copies.
-    pub(crate) fn write_dirty_pages(&mut self, b: &mut Bufs) -> Result<(), IoError> {
+    pub(crate) fn write_dirty_pages(
+        &mut self,
+        st: &mut impl PageStore,
+        pages: &mut [u8],
+    ) -> Result<(), IoError> {
         for level in 0..=u8::MAX {
             let mut any_left = false;
             for slot in 0..self.cache.len() {
@@ -229,7 +291,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
                     any_left = true;
                 }
                 if m.dirty && m.key.level == level {
-                    self.write_page(b, slot)?;
+                    self.write_page(st, pages, slot)?;
                 }
             }
             if !any_left {
@@ -242,12 +304,14 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
     /// The map entry of `lun`'s block `lba`.
     pub(crate) fn map_get(
         &mut self,
-        b: &mut Bufs,
+        st: &mut impl PageStore,
+        pages: &mut [u8],
         lun: u16,
         lba: u64,
     ) -> Result<MapEntry, IoError> {
         let slot = self.load_page(
-            b,
+            st,
+            pages,
             PageKey {
                 lun,
                 level: 0,
@@ -255,20 +319,22 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             },
         )?;
         let at = (lba % FANOUT as u64) as usize * ENTRY_BYTES;
-        Ok(MapEntry::decode(page(b.pages, slot)?, at))
+        Ok(MapEntry::decode(page(pages, slot)?, at))
     }
 
     /// Sets the map entry of `lun`'s block `lba`; returns the old one. Space accounting of the
     /// old entry is released and of the new one added (segment live bytes, LUN counters).
     pub(crate) fn map_set(
         &mut self,
-        b: &mut Bufs,
+        st: &mut impl PageStore,
+        pages: &mut [u8],
         lun: u16,
         lba: u64,
         e: MapEntry,
     ) -> Result<MapEntry, IoError> {
         let slot = self.load_page(
-            b,
+            st,
+            pages,
             PageKey {
                 lun,
                 level: 0,
@@ -276,62 +342,25 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             },
         )?;
         let at = (lba % FANOUT as u64) as usize * ENTRY_BYTES;
-        let pg = page(b.pages, slot)?;
+        let pg = page(pages, slot)?;
         let old = MapEntry::decode(pg, at);
         e.encode(pg, at);
         self.meta_mut(slot)?.dirty = true;
-        self.account_entry(b, lun, old, false)?;
-        self.account_entry(b, lun, e, true)?;
+        st.entry_changed(lun, old, e)?;
         Ok(old)
-    }
-
-    /// Adds (or removes) one mapped block's share of its item to the space counters. The
-    /// segment's live bytes of a new item were added when it was appended, so only removal
-    /// touches them.
-    pub(crate) fn account_entry(
-        &mut self,
-        b: &mut Bufs,
-        lun: u16,
-        e: MapEntry,
-        add: bool,
-    ) -> Result<(), IoError> {
-        if !e.valid {
-            return Ok(());
-        }
-        let log_share = e.share(e.item_bytes() as u32);
-        let stored_share = e.share(e.stored_len);
-        if !add {
-            let seg = self.seg_of(e.addr());
-            seg_account(b.sut, seg, log_share, false);
-        }
-        let c = &mut self
-            .luns
-            .get_mut(lun as usize)
-            .ok_or(IoError::NoSuchLun)?
-            .rec
-            .counters;
-        if add {
-            c.mapped_blocks += 1;
-            c.log_bytes += u64::from(log_share);
-            c.stored_bytes += u64::from(stored_share);
-        } else {
-            c.mapped_blocks = c.mapped_blocks.saturating_sub(1);
-            c.log_bytes = c.log_bytes.saturating_sub(u64::from(log_share));
-            c.stored_bytes = c.stored_bytes.saturating_sub(u64::from(stored_share));
-        }
-        Ok(())
     }
 
     /// Whether page `index` at `level` of `lun`'s tree may exist: false when an ancestor's
     /// pointer is null and nothing of the subtree is cached (so walks can skip it).
     pub(crate) fn page_may_exist(
         &mut self,
-        b: &mut Bufs,
+        st: &mut impl PageStore,
+        pages: &mut [u8],
         lun: u16,
         level: u8,
         index: u64,
     ) -> Result<bool, IoError> {
-        let top = self.top_level(lun)?;
+        let top = st.top(lun)?;
         if level > top {
             return Ok(false);
         }
@@ -345,13 +374,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
                 index: 0,
             })
             .is_none()
-            && self
-                .luns
-                .get(lun as usize)
-                .ok_or(IoError::NoSuchLun)?
-                .rec
-                .map_root
-                .is_none()
+            && st.root(lun)?.is_none()
         {
             return Ok(false);
         }
@@ -359,7 +382,8 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         for l in (level + 1..=top).rev() {
             let idx = index / span(l - level);
             let slot = self.load_page(
-                b,
+                st,
+                pages,
                 PageKey {
                     lun,
                     level: l,
@@ -367,7 +391,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
                 },
             )?;
             let child = (index / span(l - 1 - level)) % FANOUT as u64;
-            let e = MapEntry::decode(page(b.pages, slot)?, child as usize * ENTRY_BYTES);
+            let e = MapEntry::decode(page(pages, slot)?, child as usize * ENTRY_BYTES);
             let child_key = PageKey {
                 lun,
                 level: l - 1,
@@ -381,14 +405,14 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
     }
 
     /// Drops a cached page without writing it (its LUN is going away).
-    fn drop_slot(&mut self, slot: usize) -> Result<(), IoError> {
+    fn drop_slot(&mut self, st: &impl PageStore, slot: usize) -> Result<(), IoError> {
         let m = self
             .cache
             .get(slot)
             .copied()
             .flatten()
             .ok_or(bug!(IoError))?;
-        if m.key.level < self.top_level(m.key.lun)? {
+        if m.key.level < st.top(m.key.lun)? {
             let pk = PageKey {
                 lun: m.key.lun,
                 level: m.key.level + 1,
@@ -409,14 +433,15 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
     /// parent in the cache (it may have been evicted and reloaded meanwhile).
     fn child_entry(
         &mut self,
-        b: &mut Bufs,
+        st: &mut impl PageStore,
+        pages: &mut [u8],
         lun: u16,
         level: u8,
         index: u64,
         child: u64,
     ) -> Result<(MapEntry, bool), IoError> {
-        let slot = self.load_page(b, PageKey { lun, level, index })?;
-        let e = MapEntry::decode(page(b.pages, slot)?, child as usize * ENTRY_BYTES);
+        let slot = self.load_page(st, pages, PageKey { lun, level, index })?;
+        let e = MapEntry::decode(page(pages, slot)?, child as usize * ENTRY_BYTES);
         let cached = self
             .cache_find(PageKey {
                 lun,
@@ -427,10 +452,9 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         Ok((e, cached))
     }
 
-    fn root_exists(&self, lun: u16) -> Result<bool, IoError> {
-        let top = self.top_level(lun)?;
-        let l = self.luns.get(lun as usize).ok_or(IoError::NoSuchLun)?;
-        Ok(!l.rec.map_root.is_none()
+    fn root_exists(&self, st: &impl PageStore, lun: u16) -> Result<bool, IoError> {
+        let top = st.top(lun)?;
+        Ok(!st.root(lun)?.is_none()
             || self
                 .cache_find(PageKey {
                     lun,
@@ -443,31 +467,42 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
     /// Unmaps blocks `lba..lba + blocks` of `lun`, skipping subtrees that map nothing.
     pub(crate) fn unmap_range(
         &mut self,
-        b: &mut Bufs,
+        st: &mut impl PageStore,
+        pages: &mut [u8],
         lun: u16,
         lba: u64,
         blocks: u64,
     ) -> Result<(), IoError> {
-        if !self.root_exists(lun)? {
+        if !self.root_exists(st, lun)? {
             return Ok(());
         }
-        let top = self.top_level(lun)?;
-        self.unmap_walk(b, lun, top, 0, lba, lba + blocks)
+        let top = st.top(lun)?;
+        self.unmap_walk(
+            st,
+            pages,
+            PageKey {
+                lun,
+                level: top,
+                index: 0,
+            },
+            lba..lba + blocks,
+        )
     }
 
+    /// Unmaps the blocks `range` of the subtree under page `at`.
     fn unmap_walk(
         &mut self,
-        b: &mut Bufs,
-        lun: u16,
-        level: u8,
-        index: u64,
-        lo: u64,
-        hi: u64,
+        st: &mut impl PageStore,
+        pages: &mut [u8],
+        at: PageKey,
+        range: core::ops::Range<u64>,
     ) -> Result<(), IoError> {
+        let PageKey { lun, level, index } = at;
+        let (lo, hi) = (range.start, range.end);
         if level == 0 {
             for y in lo..hi {
-                if self.map_get(b, lun, y)?.valid {
-                    self.map_set(b, lun, y, MapEntry::NONE)?;
+                if self.map_get(st, pages, lun, y)?.valid {
+                    self.map_set(st, pages, lun, y, MapEntry::NONE)?;
                 }
             }
             return Ok(());
@@ -477,18 +512,21 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         let first = (lo - base) / child_span;
         let last = (hi - 1 - base) / child_span;
         for child in first..=last {
-            let (e, cached) = self.child_entry(b, lun, level, index, child)?;
+            let (e, cached) = self.child_entry(st, pages, lun, level, index, child)?;
             if !e.valid && !cached {
                 continue;
             }
             let c_lo = base + child * child_span;
-            self.unmap_walk(
-                b,
+            let child_key = PageKey {
                 lun,
-                level - 1,
-                index * FANOUT as u64 + child,
-                lo.max(c_lo),
-                hi.min(c_lo + child_span),
+                level: level - 1,
+                index: index * FANOUT as u64 + child,
+            };
+            self.unmap_walk(
+                st,
+                pages,
+                child_key,
+                lo.max(c_lo)..hi.min(c_lo + child_span),
             )?;
         }
         Ok(())
@@ -496,35 +534,28 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
 
     /// Releases the space of every block a LUN maps and of all its map pages, and drops its
     /// cached pages (LUN deletion). Memory stays bounded by the cache.
-    pub(crate) fn release_lun_map(&mut self, b: &mut Bufs, lun: u16) -> Result<(), IoError> {
-        let blocks = self
-            .luns
-            .get(lun as usize)
-            .ok_or(IoError::NoSuchLun)?
-            .rec
-            .blocks;
-        self.unmap_range(b, lun, 0, blocks)?;
-        if self.root_exists(lun)? {
-            let top = self.top_level(lun)?;
-            let root = self
-                .luns
-                .get(lun as usize)
-                .ok_or(IoError::NoSuchLun)?
-                .rec
-                .map_root;
-            self.release_walk(b, lun, top, 0, root)?;
+    pub(crate) fn release_lun_map(
+        &mut self,
+        st: &mut impl PageStore,
+        pages: &mut [u8],
+        lun: u16,
+        blocks: u64,
+    ) -> Result<(), IoError> {
+        self.unmap_range(st, pages, lun, 0, blocks)?;
+        if self.root_exists(st, lun)? {
+            let top = st.top(lun)?;
+            let root = st.root(lun)?;
+            self.release_walk(st, pages, lun, top, 0, root)?;
         }
-        if let Some(l) = self.luns.get_mut(lun as usize) {
-            l.rec.map_root = BlockPtr::NONE;
-        }
-        Ok(())
+        st.set_root(lun, BlockPtr::NONE)
     }
 
     /// Releases page `(level, index)` (whose on-disk copy, per its parent, is `ptr`) and its
     /// whole subtree, children first, dropping them from the cache unwritten.
     fn release_walk(
         &mut self,
-        b: &mut Bufs,
+        st: &mut impl PageStore,
+        pages: &mut [u8],
         lun: u16,
         level: u8,
         index: u64,
@@ -532,9 +563,16 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
     ) -> Result<(), IoError> {
         if level > 0 {
             for child in 0..FANOUT as u64 {
-                let (e, cached) = self.child_entry(b, lun, level, index, child)?;
+                let (e, cached) = self.child_entry(st, pages, lun, level, index, child)?;
                 if e.valid || cached {
-                    self.release_walk(b, lun, level - 1, index * FANOUT as u64 + child, e.ptr())?;
+                    self.release_walk(
+                        st,
+                        pages,
+                        lun,
+                        level - 1,
+                        index * FANOUT as u64 + child,
+                        e.ptr(),
+                    )?;
                 }
             }
         }
@@ -549,15 +587,90 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
                     .flatten()
                     .ok_or(bug!(IoError))?
                     .ptr;
-                self.drop_slot(s)?;
+                self.drop_slot(st, s)?;
                 p
             }
             None => ptr,
         };
         if !ptr.is_none() {
-            let seg = self.seg_of(ptr.addr);
-            seg_account(b.sut, seg, ptr.len, false);
+            st.release(ptr);
         }
         Ok(())
+    }
+
+    /// The current on-disk pointer of map page `(lun, level, index)`, if the page exists
+    /// (the cleaner's liveness test for a page it finds in a segment).
+    pub(crate) fn page_ptr(
+        &mut self,
+        st: &mut impl PageStore,
+        pages: &mut [u8],
+        lun: u16,
+        level: u8,
+        index: u64,
+    ) -> Result<Option<BlockPtr>, IoError> {
+        let Some((blocks, top)) = st.size(lun) else {
+            return Ok(None);
+        };
+        if level > top || index >= blocks.div_ceil(span(level + 1)).max(1) {
+            return Ok(None);
+        }
+        if let Some(s) = self.cache_find(PageKey { lun, level, index }) {
+            return Ok(self.cache.get(s).copied().flatten().map(|m| m.ptr));
+        }
+        if level == top {
+            return Ok(Some(st.root(lun)?).filter(|p| !p.is_none()));
+        }
+        if !self.page_may_exist(st, pages, lun, level + 1, index / FANOUT as u64)? {
+            return Ok(None);
+        }
+        let ps = self.load_page(
+            st,
+            pages,
+            PageKey {
+                lun,
+                level: level + 1,
+                index: index / FANOUT as u64,
+            },
+        )?;
+        let at = (index % FANOUT as u64) as usize * ENTRY_BYTES;
+        let e = MapEntry::decode(page(pages, ps)?, at);
+        Ok(Some(e.ptr()).filter(|p| !p.is_none()))
+    }
+
+    /// Marks the page in slot `slot` dirty (its next write moves it).
+    pub(crate) fn mark_dirty(&mut self, slot: usize) {
+        if let Some(Some(m)) = self.cache.get_mut(slot) {
+            m.dirty = true;
+        }
+    }
+
+    /// Pages a checkpoint would write now: every dirty page and every cached ancestor of one.
+    pub(crate) fn pages_to_write(&self) -> usize {
+        let mut n = 0usize;
+        for m in self.cache.iter().flatten() {
+            // A page is written if it or any cached descendant is dirty.
+            let k = m.key;
+            let written = m.dirty
+                || self.cache.iter().flatten().any(|c| {
+                    c.dirty
+                        && c.key.lun == k.lun
+                        && c.key.level < k.level
+                        && c.key.index / span(k.level - c.key.level) == k.index
+                });
+            if written {
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// Map pages written since [`Self::reset_pages_written`].
+    pub(crate) const fn pages_written(&self) -> u64 {
+        self.pages_written
+    }
+
+    /// A checkpoint made every page written so far reachable from its root.
+    pub(crate) fn reset_pages_written(&mut self) {
+        self.pages_written = 0;
     }
 }

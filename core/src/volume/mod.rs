@@ -1,27 +1,31 @@
-//! The volume layer: LUNs, write coalescing, compression and the read path.
+//! The volume layer: LUNs ([`luns`]), write coalescing ([`streams`]), extents and their
+//! compression ([`extent`]), the forward map ([`map`]) and the read path.
 //!
-//! Write coalescing: each open extent (a "stream") buffers consecutive 4 KiB blocks of one LUN.
-//! A write that continues a stream's run is appended to it; a write inside a buffered run
-//! replaces those blocks in memory; anything else starts a stream (evicting the least recently
-//! used one when all `S` are busy). An extent is closed — compressed, checksummed and appended
-//! to the log — when it reaches the maximum extent size, when its stream has been idle longer
-//! than the configured time, on flush, under buffer pressure, and before a TRIM of its blocks.
-//! Random writes become one-block extents, packed into the same full stripes.
+//! An extent is closed — compressed, checksummed and appended to the log — when it reaches the
+//! maximum extent size, when its stream has been idle longer than the configured time, on
+//! flush, under buffer pressure, and before a TRIM of its blocks. Random writes become
+//! one-block extents, packed into the same full stripes.
 //!
-//! Compression: LZ4 (`lz4_flex` block format) per extent, kept only when it saves at least
-//! 12.5 % of the payload and at least one 512-byte sector of the item.
+//! [`Volume`] is what one operation of the volume layer works with: the log below it (a
+//! [`LogIo`]), the LUN table, the map cache, the decoded-extent cache and the encoder, each with
+//! its arena slice. Streams stay outside: the pool hands an extent's bytes to [`Volume::emit`].
 
+pub(crate) mod extent;
+pub(crate) mod luns;
 pub(crate) mod map;
+pub(crate) mod streams;
 
 use raidcore_hal::BlockDevice;
 
 use crate::error::{IoError, bug};
 use crate::format::{
-    FLAG_CLEANER, FLAG_COMPRESSED, HEADER_BYTES, ITEM_ALIGN, ItemHeader, ItemKind, LUN_BLOCK,
-    MapEntry, SECTOR, round_up,
+    BlockPtr, FLAG_CLEANER, FLAG_COMPRESSED, HEADER_BYTES, ITEM_ALIGN, ItemHeader, ItemKind,
+    LUN_BLOCK, MapEntry, PAGE_PAYLOAD, round_up,
 };
-use crate::log::Expect;
-use crate::pool::state::{Bufs, State, Stream};
+use crate::log::{Expect, LogIo};
+use extent::{Encoder, ExtentCache};
+use luns::LunTable;
+use map::{MapCache, PageKey, PageStore};
 
 /// Who is appending an extent (for accounting).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,212 +34,177 @@ pub(crate) enum Writer {
     Cleaner,
 }
 
-impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: usize>
-    State<D, N, L, P, S>
-{
-    fn stream_buf<'a>(b: &'a mut Bufs, slot: u16) -> Result<&'a mut [u8], IoError> {
-        let sb = b.stream_bytes;
-        b.streams
-            .get_mut(slot as usize * sb..(slot as usize + 1) * sb)
-            .ok_or(bug!(IoError))
-    }
+/// The volume layer's part of one operation (see the module docs).
+#[derive(Debug)]
+pub(crate) struct Volume<'a, D, const N: usize, const L: usize, const P: usize> {
+    pub io: LogIo<'a, D, N>,
+    pub luns: &'a mut LunTable<L>,
+    pub map: &'a mut MapCache<P>,
+    /// Cached map pages, [`PAGE_PAYLOAD`] bytes each.
+    pub pages: &'a mut [u8],
+    pub extents: &'a mut ExtentCache,
+    /// Decoded extents.
+    pub raw: &'a mut [u8],
+    pub enc: &'a mut Encoder,
+    /// LZ4 output.
+    pub comp: &'a mut [u8],
+}
 
-    /// Buffers one 4 KiB block of client data for `lun`/`lba`.
-    pub(crate) fn buffer_block(
-        &mut self,
-        b: &mut Bufs,
-        lun: u16,
-        lba: u64,
-        data: &[u8],
-    ) -> Result<(), IoError> {
-        let t = self.touch();
-        let now = self.now;
-        // Inside a buffered run: replace in memory.
-        if let Some(i) = self.streams.iter().position(|s| {
-            s.lun == lun && s.blocks > 0 && lba >= s.start && lba < s.start + u64::from(s.blocks)
-        }) {
-            let s = *self.streams.get(i).ok_or(bug!(IoError))?;
-            let off = (lba - s.start) as usize * LUN_BLOCK;
-            Self::stream_buf(b, s.slot)?
-                .get_mut(off..off + LUN_BLOCK)
-                .ok_or(bug!(IoError))?
-                .copy_from_slice(data);
-            if let Some(s) = self.streams.get_mut(i) {
-                s.last_touch = t;
-                s.last_time = now;
-            }
-            return Ok(());
-        }
-        // Continues a run: append.
-        let max = u32::from(self.cfg.max_extent_blocks);
-        let i =
-            match self.streams.iter().position(|s| {
-                s.lun == lun && s.start + u64::from(s.blocks) == lba && s.blocks < max
-            }) {
-                Some(i) => i,
-                None => self.new_stream(b, lun, lba)?,
-            };
-        let s = *self.streams.get(i).ok_or(bug!(IoError))?;
-        let off = s.blocks as usize * LUN_BLOCK;
-        Self::stream_buf(b, s.slot)?
-            .get_mut(off..off + LUN_BLOCK)
-            .ok_or(bug!(IoError))?
-            .copy_from_slice(data);
-        let full = {
-            let s = self.streams.get_mut(i).ok_or(bug!(IoError))?;
-            s.blocks += 1;
-            s.last_touch = t;
-            s.last_time = now;
-            s.blocks >= max
-        };
-        if full {
-            self.close_stream(b, i)?;
-        }
-        Ok(())
-    }
+/// Map pages kept in the log, rooted in the LUN table.
+struct LogPages<'x, 'a, D, const N: usize, const L: usize> {
+    io: &'x mut LogIo<'a, D, N>,
+    luns: &'x mut LunTable<L>,
+}
 
-    /// Starts a stream at `lba`: takes a free slot, else the least recently used one (closing
-    /// its extent first).
-    fn new_stream(&mut self, b: &mut Bufs, lun: u16, lba: u64) -> Result<usize, IoError> {
-        let idx = if self.streams.len() < S {
-            let slot = self.streams.len() as u16;
-            let fresh = Stream {
-                lun,
-                start: lba,
-                blocks: 0,
-                slot,
-                last_touch: 0,
-                last_time: 0,
-            };
-            self.streams.push(fresh).map_err(|_| bug!(IoError))?;
-            self.streams.len() - 1
-        } else {
-            // Prefer an empty (remembered) stream, then the least recently used.
-            let i = self
-                .streams
-                .iter()
-                .enumerate()
-                .min_by_key(|(_, s)| (s.blocks > 0, s.last_touch))
-                .map(|(i, _)| i)
-                .ok_or(bug!(IoError))?;
-            self.close_stream(b, i)?;
-            i
-        };
-        let s = self.streams.get_mut(idx).ok_or(bug!(IoError))?;
-        s.lun = lun;
-        s.start = lba;
-        s.blocks = 0;
-        Ok(idx)
-    }
-
-    /// Closes stream `i`'s extent (appends it to the log); the stream stays, empty, remembering
-    /// where its run continues.
-    pub(crate) fn close_stream(&mut self, b: &mut Bufs, i: usize) -> Result<(), IoError> {
-        let s = *self.streams.get(i).ok_or(bug!(IoError))?;
-        if s.blocks == 0 {
-            return Ok(());
+impl<D: BlockDevice, const N: usize, const L: usize> PageStore for LogPages<'_, '_, D, N, L> {
+    fn read_page(&mut self, key: PageKey, ptr: BlockPtr, out: &mut [u8]) -> Result<(), IoError> {
+        let (h, off) = self
+            .io
+            .load_item(ptr, Expect::page(key.lun, key.level, key.index))?;
+        if h.stored_len as usize != PAGE_PAYLOAD {
+            return Err(IoError::Corrupt(crate::format::FormatError::Bounds));
         }
-        let len = s.blocks as usize * LUN_BLOCK;
-        let sb = b.stream_bytes;
-        let data = b
-            .streams
-            .get(s.slot as usize * sb..s.slot as usize * sb + len)
+        let src = self
+            .io
+            .item
+            .get(off..off + PAGE_PAYLOAD)
             .ok_or(bug!(IoError))?;
-        // `emit` needs the other buffers; the stream buffer is not among them.
-        let (lb, sut, comp, pages, item, raw) = (
-            &mut b.log,
-            &mut *b.sut,
-            &mut *b.comp,
-            &mut *b.pages,
-            &mut *b.item,
-            &mut *b.raw,
-        );
-        let mut parts = Bufs {
-            log: crate::pool::state::LogBufs {
-                stripe: lb.stripe,
-                scratch: lb.scratch,
+        out.copy_from_slice(src);
+        Ok(())
+    }
+
+    fn write_page(&mut self, hdr: ItemHeader, payload: &[u8]) -> Result<BlockPtr, IoError> {
+        let ptr = self.io.append(hdr, payload, true)?;
+        self.io.counters.metadata_log_bytes += u64::from(ptr.len);
+        Ok(ptr)
+    }
+
+    fn release(&mut self, ptr: BlockPtr) {
+        let seg = self.io.log.seg_of(ptr.addr);
+        self.io.segs().account(seg, ptr.len, false);
+    }
+
+    fn entry_changed(&mut self, lun: u16, old: MapEntry, new: MapEntry) -> Result<(), IoError> {
+        self.account(lun, old, false)?;
+        self.account(lun, new, true)
+    }
+
+    fn root(&self, lun: u16) -> Result<BlockPtr, IoError> {
+        Ok(self.luns.slot(lun).ok_or(IoError::NoSuchLun)?.map_root)
+    }
+
+    fn set_root(&mut self, lun: u16, ptr: BlockPtr) -> Result<(), IoError> {
+        self.luns.slot_mut(lun).ok_or(IoError::NoSuchLun)?.map_root = ptr;
+        Ok(())
+    }
+
+    fn top(&self, lun: u16) -> Result<u8, IoError> {
+        self.luns.top_level(lun)
+    }
+
+    fn size(&self, lun: u16) -> Option<(u64, u8)> {
+        let r = self.luns.slot(lun).filter(|r| r.blocks > 0)?;
+        Some((r.blocks, r.depth.saturating_sub(1)))
+    }
+}
+
+impl<D: BlockDevice, const N: usize, const L: usize> LogPages<'_, '_, D, N, L> {
+    /// Adds (or removes) one mapped block's share of its item to the space counters. The
+    /// segment's live bytes of a new item were added when it was appended, so only removal
+    /// touches them.
+    fn account(&mut self, lun: u16, e: MapEntry, add: bool) -> Result<(), IoError> {
+        if !e.valid {
+            return Ok(());
+        }
+        let log_share = e.share(e.item_bytes() as u32);
+        let stored_share = e.share(e.stored_len);
+        if !add {
+            let seg = self.io.log.seg_of(e.addr());
+            self.io.segs().account(seg, log_share, false);
+        }
+        let c = &mut self.luns.slot_mut(lun).ok_or(IoError::NoSuchLun)?.counters;
+        if add {
+            c.mapped_blocks += 1;
+            c.log_bytes += u64::from(log_share);
+            c.stored_bytes += u64::from(stored_share);
+        } else {
+            c.mapped_blocks = c.mapped_blocks.saturating_sub(1);
+            c.log_bytes = c.log_bytes.saturating_sub(u64::from(log_share));
+            c.stored_bytes = c.stored_bytes.saturating_sub(u64::from(stored_share));
+        }
+        Ok(())
+    }
+}
+
+impl<'a, D: BlockDevice, const N: usize, const L: usize, const P: usize> Volume<'a, D, N, L, P> {
+    /// The map cache, its page store and its slice, for one call.
+    fn parts(&mut self) -> (&mut MapCache<P>, LogPages<'_, 'a, D, N, L>, &mut [u8]) {
+        (
+            &mut *self.map,
+            LogPages {
+                io: &mut self.io,
+                luns: &mut *self.luns,
             },
-            streams: &mut [],
-            stream_bytes: 0,
-            raw_slot: 0,
-            comp,
-            item,
-            raw,
-            pages,
-            meta: &mut [],
-            sut,
-        };
-        self.emit(&mut parts, s.lun, s.start, data, Writer::Client)?;
-        if let Some(st) = self.streams.get_mut(i) {
-            st.start += u64::from(st.blocks);
-            st.blocks = 0;
-        }
-        Ok(())
+            &mut *self.pages,
+        )
     }
 
-    /// Closes every open extent (flush).
-    pub(crate) fn close_all_streams(&mut self, b: &mut Bufs) -> Result<(), IoError> {
-        for i in 0..self.streams.len() {
-            self.close_stream(b, i)?;
-        }
-        Ok(())
+    /// The map entry of `lun`'s block `lba`.
+    pub fn map_get(&mut self, lun: u16, lba: u64) -> Result<MapEntry, IoError> {
+        let (map, mut st, pages) = self.parts();
+        map.map_get(&mut st, pages, lun, lba)
     }
 
-    /// Closes the extents idle for longer than the configured time.
-    pub(crate) fn close_idle_streams(&mut self, b: &mut Bufs) -> Result<(), IoError> {
-        let idle = self.cfg.idle_close;
-        for i in 0..self.streams.len() {
-            let s = *self.streams.get(i).ok_or(bug!(IoError))?;
-            if s.blocks > 0 && self.now.saturating_sub(s.last_time) > idle {
-                self.close_stream(b, i)?;
-            }
-        }
-        Ok(())
+    /// Sets the map entry of `lun`'s block `lba` (with its space accounting); returns the old.
+    pub fn map_set(&mut self, lun: u16, lba: u64, e: MapEntry) -> Result<MapEntry, IoError> {
+        let (map, mut st, pages) = self.parts();
+        map.map_set(&mut st, pages, lun, lba, e)
     }
 
-    /// Closes the extents holding any block of `lun` in `lba..lba + blocks`.
-    pub(crate) fn close_streams_in(
+    /// Unmaps `lun`'s blocks `lba..lba + blocks`.
+    pub fn unmap_range(&mut self, lun: u16, lba: u64, blocks: u64) -> Result<(), IoError> {
+        let (map, mut st, pages) = self.parts();
+        map.unmap_range(&mut st, pages, lun, lba, blocks)
+    }
+
+    /// Releases everything `lun` maps and its map pages (LUN deletion).
+    pub fn release_lun_map(&mut self, lun: u16) -> Result<(), IoError> {
+        let blocks = self.luns.slot(lun).ok_or(IoError::NoSuchLun)?.blocks;
+        let (map, mut st, pages) = self.parts();
+        map.release_lun_map(&mut st, pages, lun, blocks)
+    }
+
+    /// Writes every dirty map page, leaves first.
+    pub fn write_dirty_pages(&mut self) -> Result<(), IoError> {
+        let (map, mut st, pages) = self.parts();
+        map.write_dirty_pages(&mut st, pages)
+    }
+
+    /// The on-disk pointer of map page `(lun, level, index)`, if it exists.
+    pub fn page_ptr(
         &mut self,
-        b: &mut Bufs,
         lun: u16,
-        lba: u64,
-        blocks: u64,
-    ) -> Result<(), IoError> {
-        for i in 0..self.streams.len() {
-            let s = *self.streams.get(i).ok_or(bug!(IoError))?;
-            if s.lun == lun
-                && s.blocks > 0
-                && s.start < lba + blocks
-                && lba < s.start + u64::from(s.blocks)
-            {
-                self.close_stream(b, i)?;
-            }
-        }
+        level: u8,
+        index: u64,
+    ) -> Result<Option<BlockPtr>, IoError> {
+        let (map, mut st, pages) = self.parts();
+        map.page_ptr(&mut st, pages, lun, level, index)
+    }
+
+    /// Loads page `key` into the cache and marks it dirty (the cleaner moves it).
+    pub fn dirty_page(&mut self, key: PageKey) -> Result<(), IoError> {
+        let (map, mut st, pages) = self.parts();
+        let slot = map.load_page(&mut st, pages, key)?;
+        map.mark_dirty(slot);
         Ok(())
     }
 
     /// Compresses (when it pays), checksums and appends an extent of `data` (whole 4 KiB
     /// blocks of `lun` from `lba`), then points the map at it.
-    pub(crate) fn emit(
-        &mut self,
-        b: &mut Bufs,
-        lun: u16,
-        lba: u64,
-        data: &[u8],
-        who: Writer,
-    ) -> Result<(), IoError> {
+    pub fn emit(&mut self, lun: u16, lba: u64, data: &[u8], who: Writer) -> Result<(), IoError> {
         let blocks = data.len() / LUN_BLOCK;
         let raw_item = round_up(HEADER_BYTES + data.len(), ITEM_ALIGN);
-        let mut compressed = None;
-        if self.conf.layout.compression
-            && let Ok(n) = lz4_flex::block::compress_into_with_table(data, b.comp, &mut self.table)
-        {
-            let item = round_up(HEADER_BYTES + n, ITEM_ALIGN);
-            // Keep only if it saves >= 12.5 % of the payload and at least one 512-byte sector.
-            if n * 8 <= data.len() * 7 && item + SECTOR <= raw_item {
-                compressed = Some(n);
-            }
-        }
+        let compressed = self.enc.compress(data, self.comp);
         let flags = if compressed.is_some() {
             FLAG_COMPRESSED
         } else {
@@ -245,6 +214,16 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
         } else {
             0
         };
+        // An item that does not fit the segment's end would leave padding there: split the
+        // extent so its first part fills the segment exactly.
+        let item = compressed.map_or(raw_item, |n| round_up(HEADER_BYTES + n, ITEM_ALIGN)) as u64;
+        let room = self.io.log.segment_room();
+        if item > room && blocks > 1 && room >= (HEADER_BYTES + LUN_BLOCK) as u64 {
+            let k = (((room as usize) - HEADER_BYTES) / LUN_BLOCK).min(blocks - 1);
+            let (first, rest) = data.split_at(k * LUN_BLOCK);
+            self.emit(lun, lba, first, who)?;
+            return self.emit(lun, lba + k as u64, rest, who);
+        }
         let hdr = ItemHeader {
             kind: ItemKind::Extent,
             flags,
@@ -258,31 +237,23 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             pool: 0,
             addr: 0,
         };
-        // An item that does not fit the segment's end would leave padding there: split the
-        // extent so its first part fills the segment exactly.
-        let item = compressed.map_or(raw_item, |n| round_up(HEADER_BYTES + n, ITEM_ALIGN)) as u64;
-        let room = self.segment_room();
-        if item > room && blocks > 1 && room >= (HEADER_BYTES + LUN_BLOCK) as u64 {
-            let k = (((room as usize) - HEADER_BYTES) / LUN_BLOCK).min(blocks - 1);
-            let (first, rest) = data.split_at(k * LUN_BLOCK);
-            self.emit(b, lun, lba, first, who)?;
-            return self.emit(b, lun, lba + k as u64, rest, who);
-        }
         let payload: &[u8] = match compressed {
-            Some(n) => b.comp.get(..n).ok_or(bug!(IoError))?,
+            Some(n) => self.comp.get(..n).ok_or(bug!(IoError))?,
             None => data,
         };
         let stored_len = payload.len() as u32;
-        let ptr = self.append(&mut b.log, b.sut, hdr, payload, true)?;
+        let ptr = self.io.append(hdr, payload, true)?;
+        let c = &mut *self.io.counters;
         match who {
             Writer::Client => {
-                self.counters.extent_raw_bytes += data.len() as u64;
-                self.counters.extent_stored_bytes += u64::from(stored_len);
-                self.counters.extent_log_bytes += u64::from(ptr.len);
+                c.extent_raw_bytes += data.len() as u64;
+                c.extent_stored_bytes += u64::from(stored_len);
+                c.extent_log_bytes += u64::from(ptr.len);
             }
-            Writer::Cleaner => self.counters.cleaner_log_bytes += u64::from(ptr.len),
+            Writer::Cleaner => c.cleaner_log_bytes += u64::from(ptr.len),
         }
-        self.forget_decoded(ptr.addr);
+        self.extents.sync(self.io.log.epoch());
+        self.extents.forget(ptr.addr);
         for i in 0..blocks {
             let e = MapEntry {
                 unit: ptr.addr / ITEM_ALIGN as u64,
@@ -293,124 +264,53 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
                 crc: ptr.crc,
                 valid: true,
             };
-            self.map_set(b, lun, lba + i as u64, e)?;
+            self.map_set(lun, lba + i as u64, e)?;
         }
         Ok(())
     }
 
-    /// Drops a decoded copy of the item at `addr` (its space is being reused).
-    pub(crate) fn forget_decoded(&mut self, addr: u64) {
-        for c in &mut self.raw_cache {
-            if c.is_some_and(|(a, _)| a == addr) {
-                *c = None;
-            }
+    /// Loads the extent `e` points at, decompressed, into a slot of `raw`; returns the slot's
+    /// byte offset. `lba` is an LBA it must cover.
+    pub fn load_extent(&mut self, lun: u16, lba: u64, e: MapEntry) -> Result<usize, IoError> {
+        self.extents.sync(self.io.log.epoch());
+        let t = self.extents.touch();
+        if let Some(i) = self.extents.lookup(e.addr(), t) {
+            return Ok(self.extents.range(i)?.start);
         }
-    }
-
-    /// Loads the extent `e` points at, decompressed, into a slot of `b.raw`; returns the slot's
-    /// byte offset. `lba` is an LBA it must cover. The last few decoded extents are kept, so
-    /// interleaved readers of several extents decode each once.
-    pub(crate) fn load_extent(
-        &mut self,
-        b: &mut Bufs,
-        lun: u16,
-        lba: u64,
-        e: MapEntry,
-    ) -> Result<usize, IoError> {
-        let t = self.touch();
-        if let Some(i) = self
-            .raw_cache
-            .iter()
-            .position(|c| c.is_some_and(|(a, _)| a == e.addr()))
-        {
-            if let Some(Some(c)) = self.raw_cache.get_mut(i) {
-                c.1 = t;
-            }
-            return Ok(i * b.raw_slot);
-        }
-        let slots = (b.raw.len() / b.raw_slot.max(1)).clamp(1, crate::pool::state::RAW_SLOTS);
-        let slot = if self.raw_cache.len() < slots {
-            let _ = self.raw_cache.push(None);
-            self.raw_cache.len() - 1
-        } else {
-            self.raw_cache
-                .iter()
-                .enumerate()
-                .min_by_key(|(_, c)| c.map_or(0, |(_, lru)| lru))
-                .map_or(0, |(i, _)| i)
-        };
-        if let Some(c) = self.raw_cache.get_mut(slot) {
-            *c = None;
-        }
-        let (h, off) = self.load_item(b, e.ptr(), Expect::extent(lun, lba))?;
-        let payload = b
-            .item
-            .get(off..off + h.stored_len as usize)
-            .ok_or(bug!(IoError))?;
+        let slot_bytes = self.extents.slot_bytes();
+        let slot = self.extents.claim(self.raw.len() / slot_bytes.max(1));
+        let (h, off) = self.io.load_item(e.ptr(), Expect::extent(lun, lba))?;
         let raw_len = h.raw_len as usize;
         if raw_len != h.blocks as usize * LUN_BLOCK
-            || raw_len > b.raw_slot
+            || raw_len > slot_bytes
             || h.blocks != u32::from(e.blocks)
         {
             return Err(IoError::Corrupt(crate::format::FormatError::Bounds));
         }
-        let at = slot * b.raw_slot;
-        let out = b.raw.get_mut(at..at + raw_len).ok_or(bug!(IoError))?;
-        if h.flags & FLAG_COMPRESSED != 0 {
-            match lz4_flex::block::decompress_into(payload, out) {
-                Ok(n) if n == raw_len => {}
-                _ => return Err(IoError::Corrupt(crate::format::FormatError::Bounds)),
-            }
-        } else if payload.len() == raw_len {
-            out.copy_from_slice(payload);
-        } else {
-            return Err(IoError::Corrupt(crate::format::FormatError::Bounds));
-        }
-        if let Some(c) = self.raw_cache.get_mut(slot) {
-            *c = Some((e.addr(), t));
-        }
+        let payload = self
+            .io
+            .item
+            .get(off..off + h.stored_len as usize)
+            .ok_or(bug!(IoError))?;
+        let at = self.extents.range(slot)?.start;
+        let out = self.raw.get_mut(at..at + raw_len).ok_or(bug!(IoError))?;
+        extent::decode(&h, payload, out)?;
+        self.extents.fill(slot, e.addr(), t);
         Ok(at)
     }
 
-    /// Reads one block of `lun` into `out` (4 KiB): from an open extent, else through the map
-    /// (zeros if unmapped). LBAs on the unrecoverable list fail.
-    pub(crate) fn read_block(
-        &mut self,
-        b: &mut Bufs,
-        lun: u16,
-        lba: u64,
-        out: &mut [u8],
-    ) -> Result<(), IoError> {
-        if let Some(s) = self
-            .streams
-            .iter()
-            .find(|s| {
-                s.lun == lun
-                    && s.blocks > 0
-                    && lba >= s.start
-                    && lba < s.start + u64::from(s.blocks)
-            })
-            .copied()
-        {
-            let off = (lba - s.start) as usize * LUN_BLOCK;
-            out.copy_from_slice(
-                Self::stream_buf(b, s.slot)?
-                    .get(off..off + LUN_BLOCK)
-                    .ok_or(bug!(IoError))?,
-            );
-            return Ok(());
-        }
-        if self.bad.iter().any(|r| {
-            r.lun == lun && lba >= r.lba && lba < r.lba.saturating_add(u64::from(r.blocks))
-        }) {
+    /// Reads `lun`'s block `lba` through the map into `out` (4 KiB; zeros if unmapped). LBAs
+    /// on the unrecoverable list, and extents no redundancy makes check, fail.
+    pub fn read_mapped(&mut self, lun: u16, lba: u64, out: &mut [u8]) -> Result<(), IoError> {
+        if self.luns.is_bad(lun, lba) {
             return Err(IoError::Unrecoverable { lun, lba });
         }
-        let e = self.map_get(b, lun, lba)?;
+        let e = self.map_get(lun, lba)?;
         if !e.valid {
             out.fill(0);
             return Ok(());
         }
-        let base = match self.load_extent(b, lun, lba, e) {
+        let base = match self.load_extent(lun, lba, e) {
             Ok(at) => at,
             Err(IoError::Corrupt(_) | IoError::Device(_)) => {
                 return Err(IoError::Unrecoverable { lun, lba });
@@ -418,7 +318,7 @@ impl<D: BlockDevice, const N: usize, const L: usize, const P: usize, const S: us
             Err(x) => return Err(x),
         };
         let off = base + e.index as usize * LUN_BLOCK;
-        out.copy_from_slice(b.raw.get(off..off + LUN_BLOCK).ok_or(bug!(IoError))?);
+        out.copy_from_slice(self.raw.get(off..off + LUN_BLOCK).ok_or(bug!(IoError))?);
         Ok(())
     }
 }

@@ -1,0 +1,361 @@
+//! Reading the log: bytes at a log address (from the open stripe in memory, from the members,
+//! or patched by intent-log records at import), item headers found by address, and items read
+//! and checked against everything their pointer promises, reconstructed without each member
+//! (each pair on RAID-6) when they do not check, and healed.
+
+use raidcore_hal::BlockDevice;
+
+use super::{LogIo, Pass};
+use crate::error::{IoError, bug};
+use crate::event::Event;
+use crate::format::{BlockPtr, HEADER_BYTES, ItemHeader, ItemKind, SECTOR, SegEntry};
+use crate::raid::{ArrayError, DiskSet, Geometry, Level};
+
+/// What an item read must find.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Expect {
+    pub kind: ItemKind,
+    pub lun: Option<u16>,
+    /// For extents: an LBA the extent must cover. For pages: the page index.
+    pub lba: Option<u64>,
+    /// For pages: the level.
+    pub level: Option<u32>,
+    /// The item's sequence number, when known (roll-forward).
+    pub seq: Option<u64>,
+}
+
+impl Expect {
+    pub const fn extent(lun: u16, lba: u64) -> Self {
+        Expect {
+            kind: ItemKind::Extent,
+            lun: Some(lun),
+            lba: Some(lba),
+            level: None,
+            seq: None,
+        }
+    }
+    pub const fn page(lun: u16, level: u8, index: u64) -> Self {
+        Expect {
+            kind: ItemKind::MapPage,
+            lun: Some(lun),
+            lba: Some(index),
+            level: Some(level as u32),
+            seq: None,
+        }
+    }
+    pub const fn table(kind: ItemKind) -> Self {
+        Expect {
+            kind,
+            lun: None,
+            lba: None,
+            level: None,
+            seq: None,
+        }
+    }
+    /// Whatever `h` says of itself, at its sequence number (walks over a segment).
+    pub const fn header(h: &ItemHeader) -> Self {
+        Expect {
+            kind: h.kind,
+            lun: None,
+            lba: None,
+            level: None,
+            seq: Some(h.seq),
+        }
+    }
+}
+
+/// Which sequence numbers an item header found by `find_header` may carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SeqRule {
+    /// Exactly this one (roll-forward, which knows the next number).
+    Exact(u64),
+    /// This one or higher (walks over a segment: items of one use ascend, and a member that
+    /// lost a write still shows an older use's item, whose header and CRC check).
+    AtLeast(u64),
+}
+
+impl SeqRule {
+    /// The rule for the first item of a walk over a segment whose table entry is `e`: at least
+    /// the number its current use began with. After each item found, the next must carry a
+    /// higher number ([`SeqRule::after`]).
+    pub(crate) const fn walk(e: SegEntry) -> SeqRule {
+        SeqRule::AtLeast(e.first_seq)
+    }
+
+    /// The rule for the item after one numbered `seq` in the same walk.
+    pub(crate) fn after(self, seq: u64) -> SeqRule {
+        match self {
+            SeqRule::Exact(_) => SeqRule::Exact(seq.saturating_add(1)),
+            SeqRule::AtLeast(s) => SeqRule::AtLeast(s.max(seq.saturating_add(1))),
+        }
+    }
+}
+
+/// The `i`-th set of members to treat as holding bad data when reading something that did not
+/// check: none, then each member alone, then (RAID-6, which can rebuild two) each pair; on
+/// RAID-1 (any number of copies) every copy but one, for each copy in turn. `None` past the
+/// last.
+pub(crate) fn suspect_set(geo: &Geometry, i: usize) -> Option<DiskSet> {
+    let n = geo.disks();
+    if i == 0 {
+        return Some(DiskSet::EMPTY);
+    }
+    let i = i - 1;
+    if geo.level() == Level::Raid1 {
+        let all = (0..n).fold(DiskSet::EMPTY, DiskSet::with);
+        return (i < n).then(|| all.without(i));
+    }
+    if i < n {
+        return Some(DiskSet::one(i));
+    }
+    if geo.level() != Level::Raid6 {
+        return None;
+    }
+    let mut k = i - n;
+    for a in 0..n {
+        let pairs = n - a - 1;
+        if k < pairs {
+            return Some(DiskSet::one(a).with(a + 1 + k));
+        }
+        k -= pairs;
+    }
+    None
+}
+
+impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
+    /// Notes that a read of import's first pass needed reconstruction or patches.
+    pub(crate) fn note_healed(&mut self) {
+        if let Pass::FindEnd { healed } = &mut self.pass {
+            *healed = true;
+        }
+    }
+
+    /// Reads log bytes `addr..addr + len` into `buf`, returning where in `buf` they start.
+    /// `buf` needs `len + 2 * block` bytes of room, because member reads are block-aligned.
+    /// Bytes in the open stripe come from memory (not in import's first pass); intent-log
+    /// records patch the stripe that was open at the crash.
+    pub fn read_log(
+        &mut self,
+        addr: u64,
+        len: usize,
+        buf: &mut [u8],
+        exclude: DiskSet,
+    ) -> Result<usize, IoError> {
+        let bb = self.array.geometry().block_bytes() as u64;
+        let start = addr / bb * bb;
+        let end = (addr + len as u64).div_ceil(bb) * bb;
+        let total = (end - start) as usize;
+        if total > buf.len() {
+            return Err(bug!(IoError));
+        }
+        let sdb = self.log.sdb as u64;
+        let open_lo = self.log.stripe_addr;
+        let open_hi = open_lo + sdb;
+        let mut at = start;
+        while at < end {
+            let stripe_end = (at / sdb + 1) * sdb;
+            let piece_end = stripe_end.min(end);
+            let dst = buf
+                .get_mut((at - start) as usize..(piece_end - start) as usize)
+                .ok_or(bug!(IoError))?;
+            if at >= open_lo && at < open_hi && self.pass == Pass::Live {
+                let o = (at - open_lo) as usize;
+                let src = self.stripe.get(o..o + dst.len()).ok_or(bug!(IoError))?;
+                dst.copy_from_slice(src);
+            } else {
+                self.array
+                    .read_excluding(at, dst, self.scratch, exclude)
+                    .map_err(IoError::Device)?;
+                if !self.patches.is_empty() {
+                    self.zil_patch(at, dst)?;
+                }
+            }
+            at = piece_end;
+        }
+        Ok((addr - start) as usize)
+    }
+
+    /// The header of the item at log address `addr`, with at most `room` bytes to the end of
+    /// its segment: it must decode, carry this pool's tag and its own address, fit, and have a
+    /// sequence number `seq` accepts. Read plainly first, then with each [`suspect_set`]
+    /// rebuilt from redundancy. Returns the header, where it starts in `self.item`, and the
+    /// members its read left out (empty: the plain read checked).
+    pub fn find_header(
+        &mut self,
+        addr: u64,
+        room: usize,
+        seq: SeqRule,
+    ) -> Option<(ItemHeader, usize, DiskSet)> {
+        let geo = *self.array.geometry();
+        let mut k = 0;
+        while let Some(ex) = suspect_set(&geo, k) {
+            k += 1;
+            let buf = core::mem::take(&mut self.item);
+            let read = self.read_log(addr, SECTOR, buf, ex);
+            self.item = buf;
+            let Ok(off) = read else {
+                continue;
+            };
+            let Some(bytes) = self.item.get(off..off + HEADER_BYTES) else {
+                continue;
+            };
+            if let Ok(h) = ItemHeader::decode(bytes, room.saturating_sub(HEADER_BYTES))
+                && h.pool == self.log.tag
+                && h.addr == addr
+                && h.item_bytes() <= room
+                && match seq {
+                    SeqRule::Exact(s) => h.seq == s,
+                    SeqRule::AtLeast(s) => h.seq >= s,
+                }
+            {
+                return Some((h, off, ex));
+            }
+        }
+        None
+    }
+
+    /// Reads and checks the item at `ptr` into `self.item`; returns its header and the offset
+    /// of its payload there. Repairs members whose data failed the checks (self-healing).
+    pub fn load_item(
+        &mut self,
+        ptr: BlockPtr,
+        expect: Expect,
+    ) -> Result<(ItemHeader, usize), IoError> {
+        let len = ptr.len as usize;
+        if len < HEADER_BYTES || len > self.item.len().saturating_sub(2 * 4096) {
+            return Err(IoError::Corrupt(crate::format::FormatError::Bounds));
+        }
+        let err = match self.try_item(ptr, expect, DiskSet::EMPTY) {
+            Ok(v) => return Ok(v),
+            Err(e) => e,
+        };
+        // Items still in memory cannot be healed from members.
+        let open = self.log.stripe_addr..self.log.stripe_addr + self.log.sdb as u64;
+        let in_memory = open.contains(&ptr.addr) && self.pass == Pass::Live;
+        if in_memory
+            || matches!(
+                err,
+                IoError::Device(
+                    ArrayError::Misaligned | ArrayError::OutOfRange | ArrayError::LogicBug { .. }
+                )
+            )
+        {
+            return Err(err);
+        }
+        // Try each member (RAID-6: each pair) as the one holding bad data.
+        let geo = *self.array.geometry();
+        let mut i = 1;
+        while let Some(ex) = suspect_set(&geo, i) {
+            i += 1;
+            if let Ok(v) = self.try_item(ptr, expect, ex) {
+                if self.pass == Pass::Live {
+                    self.heal(ptr, v.1 - HEADER_BYTES, ex);
+                } else {
+                    // Import rewrites the whole stripe from checked bytes instead.
+                    self.note_healed();
+                }
+                return Ok(v);
+            }
+        }
+        // Not in roll-forward's first pass, which finds where the log ends: an unreadable item
+        // there is most often the torn tail (writes never flushed). A loss before the end is
+        // read again, and reported, by the second pass.
+        if self.pass == Pass::Live
+            && let Some(s) = geo.locate(ptr.addr).map(|l| l.0)
+        {
+            self.array
+                .events_mut()
+                .push(Event::Unrecoverable { stripe: s });
+        }
+        Err(err)
+    }
+
+    fn try_item(
+        &mut self,
+        ptr: BlockPtr,
+        expect: Expect,
+        exclude: DiskSet,
+    ) -> Result<(ItemHeader, usize), IoError> {
+        let len = ptr.len as usize;
+        let buf = core::mem::take(&mut self.item);
+        let read = self.read_log(ptr.addr, len, buf, exclude);
+        self.item = buf;
+        let off = read?;
+        let max_payload = len - HEADER_BYTES;
+        let bytes = self.item.get(off..off + len).ok_or(bug!(IoError))?;
+        let hdr = ItemHeader::decode(bytes, max_payload).map_err(IoError::Corrupt)?;
+        let bad = crate::format::FormatError::Crc;
+        if hdr.pool != self.log.tag
+            || hdr.addr != ptr.addr
+            || hdr.item_bytes() != len
+            || hdr.kind != expect.kind
+            || expect.lun.is_some_and(|l| l != hdr.lun)
+            || expect.seq.is_some_and(|s| s != hdr.seq)
+            || expect.level.is_some_and(|lv| lv != hdr.blocks)
+        {
+            return Err(IoError::Corrupt(bad));
+        }
+        if let Some(x) = expect.lba {
+            let ok = match hdr.kind {
+                ItemKind::Extent => x >= hdr.lba && x < hdr.lba + u64::from(hdr.blocks),
+                _ => x == hdr.lba,
+            };
+            if !ok {
+                return Err(IoError::Corrupt(bad));
+            }
+        }
+        let payload = bytes
+            .get(HEADER_BYTES..HEADER_BYTES + hdr.stored_len as usize)
+            .ok_or(bug!(IoError))?;
+        let crc = crate::format::crc32c(payload);
+        if crc != hdr.payload_crc || (ptr.crc != 0 && crc != ptr.crc) {
+            return Err(IoError::Corrupt(bad));
+        }
+        Ok((hdr, off + HEADER_BYTES))
+    }
+
+    /// Rewrites, on members `bad`, the bytes of the item at `ptr` (checked, at `self.item[at..]`)
+    /// in every stripe it touches, and records the repair. Only the item's own bytes: the rest
+    /// of those strips was checked nowhere (see [`Array::heal_data`]). A failed repair write
+    /// fails the member; the pool records that after the operation.
+    ///
+    /// [`Array::heal_data`]: crate::raid::Array::heal_data
+    pub fn heal(&mut self, ptr: BlockPtr, at: usize, bad: DiskSet) {
+        let geo = *self.array.geometry();
+        let sdb = self.log.sdb as u64;
+        let strip = geo.strip_bytes() as u64;
+        let (start, end) = (ptr.addr, ptr.addr + u64::from(ptr.len));
+        // Mirrors: the set is every copy but the one that checked; which of them were wrong is
+        // not known, so none is blamed (each is rewritten all the same).
+        let blame = geo.level() != Level::Raid1 || bad.len() == 1;
+        for s in start / sdb..=(end - 1) / sdb {
+            for d in bad.iter().filter(|_| blame) {
+                self.array.note_checksum_error(d);
+                self.array.events_mut().push(Event::ChecksumRepaired {
+                    disk: d as u8,
+                    stripe: s,
+                });
+            }
+            let before = self.array.stats().repair_bytes_written;
+            // Each piece of the item within one data strip of stripe `s`.
+            let mut a = start.max(s * sdb);
+            while a < end.min((s + 1) * sdb) {
+                let piece_end = end.min((a / strip + 1) * strip);
+                let in_stripe = a - s * sdb;
+                let from = at + (a - start) as usize;
+                if let Some(good) = self.item.get(from..from + (piece_end - a) as usize) {
+                    let _ = self.array.heal_data(
+                        s,
+                        (in_stripe / strip) as usize,
+                        (in_stripe % strip) as usize,
+                        good,
+                        bad,
+                        self.scratch,
+                    );
+                }
+                a = piece_end;
+            }
+            self.counters.repair_bytes += self.array.stats().repair_bytes_written - before;
+        }
+    }
+}

@@ -1,0 +1,338 @@
+//! Checkpoints.
+//!
+//! A checkpoint writes the dirty map pages (copy-on-write, leaves first), the LUN table, the
+//! unrecoverable-LBA list and the segment usage table into the log, seals the open stripe,
+//! flushes every member, and then writes a new root (generation + 1) into the root ring of every
+//! member and flushes again. The root names the tables, where the log continues, and the
+//! segments the log may use until the next checkpoint.
+//!
+//! Segments emptied by the cleaner are reused only once two later checkpoints are durable, so the
+//! previous root's tables are never overwritten while it may still be needed as a fallback.
+//! Import loads the newest root whose tables read back intact, falling back to older ones.
+
+use heapless::Vec;
+use raidcore_hal::BlockDevice;
+
+use super::{OpenError, Pool};
+use crate::error::{IoError, bug};
+use crate::format::{
+    self, BlockPtr, ItemHeader, ItemKind, LogCursor, LunRecord, ROOT_MAGIC, ROOT_SLOTS, Root,
+    SLOT_BYTES, SegEntry, SegState,
+};
+use crate::log::{Expect, Pass};
+use crate::raid::DiskSet;
+
+/// What the last checkpoint wrote.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Checkpoints {
+    /// Its generation.
+    pub root_gen: u64,
+    /// Durable pointers of its tables (LUN table, segment table, bad list): dead once the
+    /// next checkpoint is written.
+    pub table_ptrs: [BlockPtr; 3],
+}
+
+impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: usize, const S: usize>
+    Pool<D, M, N, L, P, S>
+{
+    /// Member block of root ring slot `i`.
+    pub(crate) fn root_lba(&self, i: u32) -> u64 {
+        let per = (SLOT_BYTES / self.array.geometry().block_bytes()) as u64;
+        u64::from(format::root_slot(i)) * per
+    }
+
+    /// Writes a checkpoint (see the module docs).
+    pub(crate) fn write_checkpoint(&mut self) -> Result<(), IoError> {
+        self.vol()?.write_dirty_pages()?;
+        self.retire_tables()?;
+        let (lun_ptr, bad_ptr, sut_ptr) = self.append_tables()?;
+        let mut io = self.io()?;
+        io.seal_stripe()?;
+        io.apply_mark_used();
+        let durable = self.array.flush();
+        self.log.stripes_flushed();
+        self.after_membership_change()?;
+        if durable.is_empty() {
+            return Err(IoError::Faulted);
+        }
+        let reserved = self.next_window()?;
+        let root = self.root(lun_ptr, sut_ptr, bad_ptr, reserved.clone());
+        self.write_root(&root)?;
+        self.ckpt.root_gen = root.root_gen;
+        if let Some(sc) = self.scrub.as_mut() {
+            sc.saved = Some(sc.next_segment);
+        }
+        self.log.set_window(reserved);
+        self.ckpt.table_ptrs = [lun_ptr, sut_ptr, bad_ptr];
+        self.release_pending()?;
+        self.settle_cleaned()?;
+        self.log.zil.obsolete();
+        self.map.reset_pages_written();
+        self.counters.checkpoints += 1;
+        Ok(())
+    }
+
+    /// The previous tables die with this checkpoint; segments whose data all died are freed
+    /// (after two more checkpoints).
+    fn retire_tables(&mut self) -> Result<(), IoError> {
+        let ptrs = self.ckpt.table_ptrs;
+        let generation = self.ckpt.root_gen as u32;
+        let mut io = self.io()?;
+        for p in ptrs {
+            if !p.is_none() {
+                let seg = io.log.seg_of(p.addr);
+                io.segs().account(seg, p.len, false);
+            }
+        }
+        let window: Vec<u32, 16> = io.log.window().0.iter().copied().collect();
+        let mut t = io.segs();
+        for s in 0..t.segments() {
+            let e = t.get(s);
+            if e.state == SegState::Used && e.live == 0 && !window.contains(&s) {
+                t.set(
+                    s,
+                    SegEntry {
+                        live: 0,
+                        state: SegState::Pending(generation),
+                        first_seq: 0,
+                    },
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Appends the LUN table, the bad list and the segment table; returns their pointers.
+    fn append_tables(&mut self) -> Result<(BlockPtr, BlockPtr, BlockPtr), IoError> {
+        let mut recs: Vec<LunRecord, L> = Vec::new();
+        for r in self.luns.records() {
+            recs.push(r.clone()).map_err(|_| bug!(IoError))?;
+        }
+        let (mut io, meta) = self.io_and_meta()?;
+        let n = format::encode_lun_table(&recs, meta).map_err(IoError::Corrupt)?;
+        let lun_ptr = append_table(&mut io, meta, ItemKind::LunTable, n)?;
+        let bad: Vec<format::BadRange, { format::BAD_LIST_MAX }> =
+            self.luns.bad().iter().copied().collect();
+        let (mut io, meta) = self.io_and_meta()?;
+        let n = format::encode_bad_list(&bad, meta).map_err(IoError::Corrupt)?;
+        let bad_ptr = append_table(&mut io, meta, ItemKind::BadList, n)?;
+        let sut_ptr = io.append_segment_table()?;
+        Ok((lun_ptr, bad_ptr, sut_ptr))
+    }
+
+    /// The window after this checkpoint: the current segment, then free ones.
+    fn next_window(&mut self) -> Result<Vec<u32, 16>, IoError> {
+        let want = usize::from(self.cfg.reserved_segments).clamp(2, 16);
+        let mut io = self.io()?;
+        let cur = io.log.current_segment().ok_or(bug!(IoError))?;
+        let mut reserved: Vec<u32, 16> = Vec::new();
+        let _ = reserved.push(cur);
+        let t = io.segs();
+        for s in 0..t.segments() {
+            if reserved.len() >= want {
+                break;
+            }
+            if s != cur && t.get(s).state == SegState::Free {
+                let _ = reserved.push(s);
+            }
+        }
+        Ok(reserved)
+    }
+
+    /// The root this checkpoint writes.
+    fn root(
+        &self,
+        luns: BlockPtr,
+        segments: BlockPtr,
+        bad: BlockPtr,
+        reserved: Vec<u32, 16>,
+    ) -> Root {
+        let c: LogCursor = self.log.cursor();
+        Root {
+            magic: ROOT_MAGIC,
+            version: format::FORMAT_VERSION,
+            pool_uuid: self.members.conf.pool_uuid,
+            root_gen: self.ckpt.root_gen + 1,
+            config_gen: self.members.conf.generation,
+            log: c,
+            reserved,
+            luns,
+            segments,
+            bad,
+            rebuild: self.rebuild.map(|r| format::RebuildCursor {
+                disk: r.disk,
+                next_stripe: r.next_stripe,
+                guid: self
+                    .members
+                    .conf
+                    .member_guids
+                    .get(usize::from(r.disk))
+                    .copied()
+                    .unwrap_or(0),
+            }),
+            scrub: self.scrub.map(|s| format::ScrubCursor {
+                next_segment: s.next_segment,
+                repaired: s.repaired,
+                unrepairable: s.unrepairable,
+            }),
+            counters: self.counters,
+        }
+    }
+
+    /// Writes `root` into its ring slot on every member and flushes; fails when no member
+    /// that took it is durable.
+    fn write_root(&mut self, root: &Root) -> Result<(), IoError> {
+        let lba = self.root_lba((root.root_gen % u64::from(ROOT_SLOTS)) as u32);
+        let (io, meta) = self.io_and_meta()?;
+        let slot = meta.get_mut(..SLOT_BYTES).ok_or(bug!(IoError))?;
+        root.encode(slot).map_err(IoError::Corrupt)?;
+        let mut written = DiskSet::EMPTY;
+        for d in 0..io.array.geometry().disks() {
+            if io.array.disk_write(d, lba, slot).is_ok() {
+                written = written.with(d);
+                io.counters.label_bytes += SLOT_BYTES as u64;
+            }
+        }
+        let durable = self.array.flush();
+        self.after_membership_change()?;
+        if (durable.0 & written.0) == 0 {
+            return Err(IoError::Faulted);
+        }
+        Ok(())
+    }
+
+    /// Pending segments become free once the root two generations after their emptying is
+    /// durable.
+    pub(crate) fn release_pending(&mut self) -> Result<(), IoError> {
+        let root_gen = self.ckpt.root_gen;
+        let mut io = self.io()?;
+        let mut t = io.segs();
+        for s in 0..t.segments() {
+            if let SegState::Pending(g) = t.get(s).state
+                && root_gen >= u64::from(g) + 2
+            {
+                t.set(s, SegEntry::FREE);
+            }
+        }
+        Ok(())
+    }
+
+    /// Bytes a checkpoint would append now: dirty map pages and the ancestors their new
+    /// copies dirty, the LUN table, the bad list and the segment table (approximately, to a
+    /// sector or two).
+    pub(crate) fn checkpoint_bytes(&self) -> usize {
+        let pages = self.map.pages_to_write();
+        let tables = format::round_up(64 + 16 + self.luns.slots() * 72, format::ITEM_ALIGN)
+            + format::round_up(64 + 16 + self.luns.bad().len() * 16, format::ITEM_ALIGN)
+            + format::round_up(
+                64 + self.log.segments() as usize * format::SEG_ENTRY_BYTES,
+                format::ITEM_ALIGN,
+            );
+        pages * 4096 + tables
+    }
+
+    /// Whether checkpointing now would pad little: the checkpoint's own bytes end within one
+    /// extent of a stripe boundary.
+    pub(crate) fn checkpoint_fits_well(&self) -> bool {
+        let sdb = self.log.sdb();
+        let end = (self.log.fill() + self.checkpoint_bytes()) % sdb;
+        let pad = if end == 0 { 0 } else { sdb - end };
+        pad <= super::arena::max_item_bytes(&self.cfg)
+    }
+
+    /// Finds the newest root on any member whose tables load.
+    pub(crate) fn find_root(&mut self) -> Result<Root, OpenError> {
+        let mut roots: Vec<Root, 8> = Vec::new();
+        for d in 0..self.array.geometry().disks() {
+            for i in 0..ROOT_SLOTS {
+                let lba = self.root_lba(i);
+                if let Some(r) = self.read_root(d, lba)
+                    && !roots.iter().any(|x| x.root_gen == r.root_gen)
+                {
+                    keep_newest(&mut roots, r);
+                }
+            }
+        }
+        roots.sort_unstable_by_key(|r| core::cmp::Reverse(r.root_gen));
+        for r in roots {
+            if self.load_tables(&r).is_ok() {
+                return Ok(r);
+            }
+        }
+        Err(OpenError::NoValidRoot)
+    }
+
+    /// The root in member `d`'s slot at `lba`, if it decodes and names this pool.
+    fn read_root(&mut self, d: usize, lba: u64) -> Option<Root> {
+        let uuid = self.members.conf.pool_uuid;
+        let (io, meta) = self.io_and_meta().ok()?;
+        let slot = meta.get_mut(..SLOT_BYTES)?;
+        io.array.disk_read(d, lba, slot).ok()?;
+        Root::decode(slot).ok().filter(|r| r.pool_uuid == uuid)
+    }
+
+    /// Loads the tables a root points at (import's first pass: nothing is healed).
+    pub(crate) fn load_tables(&mut self, root: &Root) -> Result<(), IoError> {
+        let mut io = self.io_in(Pass::FindEnd { healed: false })?;
+        let (h, off) = io.load_item(root.luns, Expect::table(ItemKind::LunTable))?;
+        let body = io
+            .item
+            .get(off..off + h.stored_len as usize)
+            .ok_or(bug!(IoError))?;
+        let recs: Vec<LunRecord, L> = format::decode_lun_table(body).map_err(IoError::Corrupt)?;
+        let (h2, off2) = io.load_item(root.bad, Expect::table(ItemKind::BadList))?;
+        let body2 = io
+            .item
+            .get(off2..off2 + h2.stored_len as usize)
+            .ok_or(bug!(IoError))?;
+        let bad = format::decode_bad_list(body2).map_err(IoError::Corrupt)?;
+        let len = io.log.segments() as usize * format::SEG_ENTRY_BYTES;
+        let (h3, off3) = io.load_item(root.segments, Expect::table(ItemKind::SegmentTable))?;
+        if h3.stored_len as usize != len {
+            return Err(IoError::Corrupt(format::FormatError::Bounds));
+        }
+        io.load_segment_table(off3, len)?;
+        self.luns.load(recs, &bad).map_err(IoError::Corrupt)?;
+        self.ckpt.table_ptrs = [root.luns, root.segments, root.bad];
+        Ok(())
+    }
+}
+
+/// Keeps the eight newest roots seen.
+fn keep_newest(roots: &mut Vec<Root, 8>, r: Root) {
+    if roots.is_full() {
+        match roots.iter().enumerate().min_by_key(|(_, x)| x.root_gen) {
+            Some((mi, x)) if x.root_gen < r.root_gen => {
+                roots.swap_remove(mi);
+            }
+            _ => return,
+        }
+    }
+    let _ = roots.push(r);
+}
+
+/// Appends `meta[..n]` as a table item (live until the next checkpoint).
+fn append_table<D: BlockDevice, const N: usize>(
+    io: &mut crate::log::LogIo<'_, D, N>,
+    meta: &[u8],
+    kind: ItemKind,
+    n: usize,
+) -> Result<BlockPtr, IoError> {
+    let hdr = ItemHeader {
+        kind,
+        flags: 0,
+        lun: 0,
+        lba: 0,
+        blocks: 0,
+        stored_len: 0,
+        raw_len: n as u32,
+        payload_crc: 0,
+        seq: 0,
+        pool: 0,
+        addr: 0,
+    };
+    let payload = meta.get(..n).ok_or(bug!(IoError))?;
+    let ptr = io.append(hdr, payload, true)?;
+    io.counters.metadata_log_bytes += u64::from(ptr.len);
+    Ok(ptr)
+}

@@ -1,0 +1,279 @@
+//! The cleaner (garbage collection): when free segments run low, the used segment with the
+//! fewest live bytes is emptied — its live extents re-appended (without decompressing more than
+//! needed), its live map pages marked dirty, its tables superseded by a checkpoint — and freed
+//! once two later checkpoints are durable. Liveness is decided by the map itself: an extent
+//! block is live when the map still points at that item, a page when its parent does.
+//!
+//! Besides its window of `reserved_segments`, the log keeps `reserved_segments +
+//! cleaner_reserve` free segments (to renew the window at the next checkpoint, and for the
+//! cleaner) beyond what clients may fill ([`Pool::usable_bytes`]), so the cleaner's own writes
+//! never fail for lack of space; a write that would need them gets [`IoError::NoSpace`] instead,
+//! before anything is buffered. Asking whether there is room costs the same on any pool size
+//! (the segment table keeps its free count).
+
+use heapless::Vec;
+use raidcore_hal::BlockDevice;
+
+use super::Pool;
+use crate::error::{IoError, bug};
+use crate::format::{ItemHeader, ItemKind, LUN_BLOCK, SegEntry, SegState};
+use crate::log::SeqRule;
+use crate::volume::Writer;
+use crate::volume::map::PageKey;
+
+/// Segments the cleaner is working on.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Cleaner {
+    /// Segments it could not empty (damaged beyond repair).
+    skip: Vec<u32, 8>,
+    /// Segments it emptied of extents whose last live bytes (map pages, tables) the next
+    /// checkpoint moves; one checkpoint serves the whole batch.
+    cleaned: Vec<u32, 4>,
+}
+
+impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: usize, const S: usize>
+    Pool<D, M, N, L, P, S>
+{
+    const fn free_threshold(&self) -> u32 {
+        self.cfg.reserved_segments as u32 + self.cfg.cleaner_reserve
+    }
+
+    /// Makes sure a client write can be taken without eating into the cleaner's reserve (see
+    /// the module docs).
+    pub(crate) fn make_room(&mut self) -> Result<(), IoError> {
+        let threshold = self.free_threshold();
+        if self.io()?.free_above(threshold) {
+            return Ok(());
+        }
+        let mut stuck = 0;
+        // Cleaning a segment does not always gain one: on a nearly full pool the relocated
+        // bytes, the checkpoints and their padding can take as much as the victims free, and
+        // the cleaner would move the same data from segment to segment forever. It stops after
+        // `segments()` victims in a row that did not raise the count of reclaimed segments
+        // past its best; the best can rise at most `segments()` times, so the work is bounded.
+        let mut best = self.reclaimed_segments()?;
+        let mut idle = 0u32;
+        while !self.io()?.free_above(threshold) {
+            let pending = !self.cleaner.cleaned.is_empty() || self.any_pending()?;
+            if pending && stuck < 3 && self.reclaimed_segments()? > threshold {
+                // Enough segments are emptied already and become free after two more
+                // checkpoints: cheaper than cleaning more (each victim leaves one pending).
+                self.write_checkpoint()?;
+                stuck += 1;
+                continue;
+            }
+            if idle < self.log.segments() && self.clean_one()? {
+                stuck = 0;
+                let now = self.reclaimed_segments()?;
+                if now > best {
+                    best = now;
+                    idle = 0;
+                } else {
+                    idle += 1;
+                }
+                continue;
+            }
+            if pending && stuck < 3 {
+                // Emptied segments become free after two more checkpoints.
+                self.write_checkpoint()?;
+                stuck += 1;
+                continue;
+            }
+            // Nothing to clean: below the reserve only the cleaner may write.
+            if self.io()?.segs().free() <= self.cfg.cleaner_reserve {
+                return Err(IoError::NoSpace);
+            }
+            return Ok(());
+        }
+        Ok(())
+    }
+
+    /// Whether any segment waits for checkpoints to become free.
+    fn any_pending(&mut self) -> Result<bool, IoError> {
+        let mut io = self.io()?;
+        let t = io.segs();
+        Ok((0..t.segments()).any(|s| matches!(t.get(s).state, SegState::Pending(_))))
+    }
+
+    /// Segments outside the log's window that are free, pending (free after two more
+    /// checkpoints) or emptied by the cleaner awaiting the checkpoint that makes them pending.
+    fn reclaimed_segments(&mut self) -> Result<u32, IoError> {
+        let cleaned = self.cleaner.cleaned.clone();
+        let mut io = self.io()?;
+        let log = &*io.log;
+        let window: Vec<u32, 16> = log.window().0.iter().copied().collect();
+        let t = io.segs();
+        let n = (0..t.segments())
+            .filter(|s| !window.contains(s) && !cleaned.contains(s))
+            .filter(|&s| matches!(t.get(s).state, SegState::Free | SegState::Pending(_)))
+            .count();
+        Ok((n + cleaned.len()) as u32)
+    }
+
+    /// Cleans the used segment with the fewest live bytes. Returns false when no segment would
+    /// gain anything.
+    fn clean_one(&mut self) -> Result<bool, IoError> {
+        let Some((seg, live)) = self.victim()? else {
+            return Ok(false);
+        };
+        let root_gen = self.ckpt.root_gen as u32;
+        let pending = SegEntry {
+            live: 0,
+            state: SegState::Pending(root_gen),
+            first_seq: 0,
+        };
+        if live == 0 {
+            self.io()?.segs().set(seg, pending);
+            return Ok(true);
+        }
+        self.relocate_segment(seg)?;
+        if self.io()?.segs().get(seg).live == 0 {
+            let pending = SegEntry {
+                state: SegState::Pending(self.ckpt.root_gen as u32),
+                ..pending
+            };
+            self.io()?.segs().set(seg, pending);
+        } else if self.cleaner.cleaned.push(seg).is_err() {
+            // Live map pages were marked dirty and tables are superseded: a checkpoint moves
+            // them for the whole batch (one checkpoint per victim would cost more than it frees).
+            self.write_checkpoint()?;
+            let _ = self.cleaner.cleaned.push(seg);
+        }
+        Ok(true)
+    }
+
+    /// The used segment outside the window with the fewest live bytes, if cleaning it frees at
+    /// least a tenth of a segment.
+    fn victim(&mut self) -> Result<Option<(u32, u32)>, IoError> {
+        let seg_bytes = self.log.segment_bytes();
+        let skip = self.cleaner.skip.clone();
+        let cleaned = self.cleaner.cleaned.clone();
+        let mut io = self.io()?;
+        let window: Vec<u32, 16> = io.log.window().0.iter().copied().collect();
+        let t = io.segs();
+        let mut victim: Option<(u32, u32)> = None;
+        for s in 0..t.segments() {
+            let e = t.get(s);
+            if e.state != SegState::Used
+                || window.contains(&s)
+                || skip.contains(&s)
+                || cleaned.contains(&s)
+            {
+                continue;
+            }
+            // Worth it only if it frees at least a tenth of a segment.
+            if u64::from(e.live) * 10 > seg_bytes * 9 {
+                continue;
+            }
+            if victim.is_none_or(|(_, l)| e.live < l) {
+                victim = Some((s, e.live));
+            }
+        }
+        Ok(victim)
+    }
+
+    /// After a checkpoint: batch victims it emptied became pending with it; any still holding
+    /// live bytes could not be moved (damaged beyond repair) and are left alone.
+    pub(crate) fn settle_cleaned(&mut self) -> Result<(), IoError> {
+        let cleaned = core::mem::take(&mut self.cleaner.cleaned);
+        for &seg in &cleaned {
+            if self.io()?.segs().get(seg).live > 0 && !self.cleaner.skip.contains(&seg) {
+                let _ = self.cleaner.skip.push(seg);
+            }
+        }
+        Ok(())
+    }
+
+    /// Re-appends everything live in segment `seg`.
+    fn relocate_segment(&mut self, seg: u32) -> Result<(), IoError> {
+        let start = self.log.seg_start(seg);
+        let end = start + self.log.segment_bytes();
+        let mut cursor = start;
+        let mut rule = SeqRule::walk(self.io()?.segs().get(seg));
+        while cursor < end {
+            // Keep the log's own reserve: a checkpoint renews the reserved segments.
+            let half = (usize::from(self.cfg.reserved_segments) / 2).max(1);
+            if self.log.window().1 >= half || self.io()?.window_closing() {
+                self.write_checkpoint()?;
+            }
+            let Some((h, _, _)) = self
+                .io()?
+                .find_header(cursor, (end - cursor) as usize, rule)
+            else {
+                break;
+            };
+            rule = rule.after(h.seq);
+            match h.kind {
+                ItemKind::Extent => self.relocate_extent(&h)?,
+                ItemKind::MapPage => {
+                    let key = PageKey {
+                        lun: h.lun,
+                        level: h.blocks as u8,
+                        index: h.lba,
+                    };
+                    let mut vol = self.vol()?;
+                    if vol
+                        .page_ptr(key.lun, key.level, key.index)?
+                        .is_some_and(|p| p.addr == cursor)
+                    {
+                        vol.dirty_page(key)?;
+                    }
+                }
+                _ => {}
+            }
+            cursor += h.item_bytes() as u64;
+        }
+        Ok(())
+    }
+
+    /// Re-appends the blocks of the extent `h` the map still points at.
+    fn relocate_extent(&mut self, h: &ItemHeader) -> Result<(), IoError> {
+        let Some(l) = self.luns.slot(h.lun) else {
+            return Ok(());
+        };
+        if l.blocks == 0 || h.lba + u64::from(h.blocks) > l.blocks {
+            return Ok(());
+        }
+        let mut vol = self.vol()?;
+        // Which blocks does the map still point here?
+        let mut live = [false; 32];
+        let mut any = None;
+        for i in 0..h.blocks.min(32) {
+            let e = vol.map_get(h.lun, h.lba + u64::from(i))?;
+            if e.valid && e.addr() == h.addr {
+                if let Some(x) = live.get_mut(i as usize) {
+                    *x = true;
+                }
+                any = Some(e);
+            }
+        }
+        let Some(e) = any else { return Ok(()) };
+        let Ok(base) = vol.load_extent(h.lun, h.lba + u64::from(e.index), e) else {
+            // Damaged beyond repair: leave it (reads report it); the segment stays.
+            return Ok(());
+        };
+        let n = h.blocks.min(32) as usize;
+        let mut i = 0usize;
+        while i < n {
+            if !live.get(i).copied().unwrap_or(false) {
+                i += 1;
+                continue;
+            }
+            let mut j = i;
+            while j < n && live.get(j).copied().unwrap_or(false) {
+                j += 1;
+            }
+            // The run goes through the decoded-extent slot, which the emit must not touch:
+            // lend it out of the volume meanwhile.
+            let raw = core::mem::take(&mut vol.raw);
+            let res = match raw.get(base + i * LUN_BLOCK..base + j * LUN_BLOCK) {
+                Some(data) => vol.emit(h.lun, h.lba + i as u64, data, Writer::Cleaner),
+                None => Err(bug!(IoError)),
+            };
+            vol.raw = raw;
+            res?;
+            i = j;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,402 @@
+//! Import, in four phases:
+//! - **discover**: read every given disk's superblock;
+//! - **assemble**: pick the pool most disks carry and its newest configuration, put each member
+//!   into its slot by GUID, take spares, refuse foreign, stale, unknown-version and too-small
+//!   disks, and refuse the pool when more members are missing than the level tolerates;
+//! - **recover**: load the newest root whose tables read back intact, roll the log forward (two
+//!   passes, see [`crate::log::replay`]) with the intent log's records patching the stripe open
+//!   at the crash, and resync the stripes written since the root (the write hole);
+//! - **settle**: record membership changes (missing members), then checkpoint.
+
+use heapless::Vec;
+use raidcore_hal::BlockDevice;
+
+use super::membership::{Config, Spare};
+use super::{ImportOptions, ImportReport, OpenError, Pool, read_superblock};
+use crate::error::IoError;
+use crate::format::{self, ITEM_ALIGN, ItemHeader, ItemKind, MapEntry, Root, Superblock};
+use crate::log::Pass;
+use crate::log::replay::{LogEnd, LogScan, Replay};
+use crate::raid::{Array, DiskState};
+
+/// A disk given to import and what its superblock said.
+type Found<D> = (D, Option<Superblock>);
+
+/// The disks placed by [`assemble`].
+struct Assembled<D, const N: usize> {
+    newest: Superblock,
+    slots: Vec<Option<D>, 32>,
+    spares: Vec<Spare<D>, N>,
+}
+
+/// Reads every disk's superblock; disks without one are refused (and reported).
+fn discover<D: BlockDevice, const N: usize>(
+    disks: impl IntoIterator<Item = D>,
+    report: &mut ImportReport,
+) -> Result<Vec<Found<D>, N>, OpenError> {
+    let mut found: Vec<Found<D>, N> = Vec::new();
+    for mut d in disks {
+        let idx = found.len() as u8;
+        let sb = match read_superblock(&mut d) {
+            Ok(sb) => Some(sb),
+            Err(OpenError::UnknownVersion { version, .. }) => {
+                let _ = report
+                    .refused
+                    .push((idx, OpenError::UnknownVersion { disk: idx, version }));
+                None
+            }
+            Err(_) => {
+                let _ = report
+                    .refused
+                    .push((idx, OpenError::NotRaidcore { disk: idx }));
+                None
+            }
+        };
+        found.push((d, sb)).map_err(|_| OpenError::Disks)?;
+    }
+    Ok(found)
+}
+
+/// The pool the most disks carry, and its newest configuration.
+fn newest_config<D>(found: &[Found<D>]) -> Result<Superblock, OpenError> {
+    let mut best: Option<([u8; 16], usize)> = None;
+    for sb in found.iter().filter_map(|(_, sb)| sb.as_ref()) {
+        let n = found
+            .iter()
+            .filter(|(_, o)| o.as_ref().is_some_and(|o| o.pool_uuid == sb.pool_uuid))
+            .count();
+        if best.is_none_or(|(_, m)| n > m) {
+            best = Some((sb.pool_uuid, n));
+        }
+    }
+    let uuid = best.ok_or(OpenError::NoPool)?.0;
+    found
+        .iter()
+        .filter_map(|(_, sb)| sb.as_ref())
+        .filter(|sb| sb.pool_uuid == uuid)
+        .max_by_key(|sb| sb.generation)
+        .cloned()
+        .ok_or(OpenError::NoPool)
+}
+
+/// Places each disk by the newest configuration (see the module docs).
+fn assemble<D: BlockDevice, const N: usize>(
+    found: Vec<Found<D>, N>,
+    report: &mut ImportReport,
+) -> Result<Assembled<D, N>, OpenError> {
+    let newest = newest_config(&found)?;
+    let geo = newest.geometry;
+    let mut slots: Vec<Option<D>, 32> = (0..geo.disks()).map(|_| None).collect();
+    let mut spares: Vec<Spare<D>, N> = Vec::new();
+    // Blocks every member and spare must have (the array checks it too, for the whole pool).
+    let need = geo.stripe_lba(geo.stripes());
+    for (i, (d, sb)) in found.into_iter().enumerate() {
+        let idx = i as u8;
+        let Some(sb) = sb else { continue };
+        let refuse = if sb.pool_uuid != newest.pool_uuid {
+            Some(OpenError::ForeignDisk { disk: idx })
+        } else if d.block_size().bytes() != geo.block_bytes() || d.block_count() < need {
+            Some(OpenError::WrongSize { disk: idx })
+        } else {
+            place(&newest, &mut slots, &mut spares, d, sb.disk_guid)
+                .err()
+                .map(|()| OpenError::StaleDisk { disk: idx })
+        };
+        if let Some(e) = refuse {
+            let _ = report.refused.push((idx, e));
+        }
+    }
+    Ok(Assembled {
+        newest,
+        slots,
+        spares,
+    })
+}
+
+/// Puts disk `d` (GUID `guid`) into its member slot or among the spares; `Err` for a disk the
+/// configuration no longer counts (a stale member).
+fn place<D, const N: usize>(
+    newest: &Superblock,
+    slots: &mut [Option<D>],
+    spares: &mut Vec<Spare<D>, N>,
+    d: D,
+    guid: u64,
+) -> Result<(), ()> {
+    let member = newest.members.iter().position(|m| m.guid == guid);
+    match member {
+        Some(slot)
+            if newest
+                .members
+                .get(slot)
+                .is_some_and(|m| m.state != DiskState::Failed) =>
+        {
+            match slots.get_mut(slot) {
+                Some(s @ None) => {
+                    *s = Some(d);
+                    Ok(())
+                }
+                _ => Err(()),
+            }
+        }
+        _ if newest.spares.contains(&guid) => {
+            let _ = spares.push(Spare { disk: d, guid });
+            Ok(())
+        }
+        _ => Err(()),
+    }
+}
+
+impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: usize, const S: usize>
+    Pool<D, M, N, L, P, S>
+{
+    /// Imports a pool from its disks alone, in any order: finds members by pool UUID and disk
+    /// GUID, refuses foreign, stale and unknown-version disks, imports degraded when up to the
+    /// level's tolerance of members is missing, loads the newest intact checkpoint, rolls the
+    /// log forward and replays the intent log, then writes a checkpoint.
+    pub fn import(
+        disks: impl IntoIterator<Item = D>,
+        opts: ImportOptions,
+        mem: M,
+    ) -> Result<(Self, ImportReport), OpenError> {
+        let mut report = ImportReport::default();
+        let found = discover::<D, N>(disks, &mut report)?;
+        let a = assemble(found, &mut report)?;
+        if !opts.skip_refused
+            && let Some((_, e)) = report.refused.first()
+        {
+            return Err(*e);
+        }
+        let mut pool = Self::from_members(a, &opts, &mut report, mem)?;
+        let root = pool.find_root()?;
+        pool.recover(&root, &mut report).map_err(OpenError::Io)?;
+        pool.settle_import(report.missing > 0)
+            .map_err(OpenError::Io)?;
+        Ok((pool, report))
+    }
+
+    /// The pool of the assembled members, nothing read yet.
+    fn from_members(
+        a: Assembled<D, N>,
+        opts: &ImportOptions,
+        report: &mut ImportReport,
+        mut mem: M,
+    ) -> Result<Self, OpenError> {
+        let newest = a.newest;
+        let geo = newest.geometry;
+        let cfg = opts.config.with_superblock(&newest);
+        cfg.check()?;
+        let missing = a
+            .slots
+            .iter()
+            .zip(newest.members.iter())
+            .filter(|(d, m)| d.is_none() || m.state == DiskState::Failed)
+            .count();
+        report.missing = missing as u8;
+        if missing > geo.tolerance() {
+            return Err(OpenError::TooManyMissing {
+                missing: missing as u8,
+            });
+        }
+        let needed = Self::layout(&cfg, geo.disks()).total();
+        if mem.as_mut().len() < needed {
+            return Err(OpenError::Memory { needed });
+        }
+        let mut array = Array::new(geo, a.slots, cfg.array).map_err(|_| OpenError::Disks)?;
+        for (i, m) in newest.members.iter().enumerate() {
+            if m.state == DiskState::Rebuilding
+                && array.member(i).is_some_and(crate::raid::Member::is_present)
+            {
+                let _ = array.set_state(i, DiskState::Rebuilding);
+            }
+        }
+        let conf = Config {
+            pool_uuid: newest.pool_uuid,
+            pool_tag: format::pool_tag(&newest.pool_uuid),
+            generation: newest.generation,
+            geometry: geo,
+            layout: newest.layout,
+            member_guids: newest.members.iter().map(|m| m.guid).collect(),
+            next_guid: newest.members.len() as u64
+                + newest.spares.len() as u64
+                + newest.generation
+                + 1,
+        };
+        let mut pool = Self::new_pool(array, a.spares, cfg, conf, &[], mem);
+        // Recorded states are the newest configuration's (missing members show as changes).
+        let recorded: Vec<DiskState, 32> = newest.members.iter().map(|m| m.state).collect();
+        pool.members.set_recorded(&recorded);
+        Ok(pool)
+    }
+
+    /// Recovery from `root` (see the module docs): intent-log scan, two roll-forward passes,
+    /// the log reopened at its end, the write hole closed.
+    fn recover(&mut self, root: &Root, report: &mut ImportReport) -> Result<(), IoError> {
+        self.ckpt.root_gen = root.root_gen;
+        self.counters = root.counters;
+        self.restore_rebuild(root);
+        self.release_pending()?;
+        self.log.set_window(root.reserved.clone());
+        let replay = self
+            .io_in(Pass::FindEnd { healed: false })?
+            .zil_scan(root.log.next_stripe_seq)?;
+        self.patches = replay.zil_refs.clone();
+        let end = {
+            let mut io = self.io_in(Pass::FindEnd { healed: false })?;
+            LogScan::new(&mut io, root.log, &root.reserved, true, None).end(&mut io, &replay)?
+        };
+        self.reopen_log(root, &end)?;
+        self.replay_log(root, &replay, end.addr)?;
+        let resynced = self.resync_log_tail(root, &end)?;
+        report.root_gen = root.root_gen;
+        report.items_replayed = end.items;
+        report.items_lost = end.lost;
+        report.resynced_stripes = resynced;
+        report.zil_records = self.patches.len() as u32;
+        Ok(())
+    }
+
+    /// Reopens the log at the end pass 1 found, so pass 2 can append (evicted map pages)
+    /// after it.
+    fn reopen_log(&mut self, root: &Root, end: &LogEnd) -> Result<(), IoError> {
+        // Sequence numbers jump past every number an item or stripe (intent-log records) written
+        // before the crash could carry beyond the end just found: items the crash cut off still
+        // lie past that end, and once the log has come round to their address again one would
+        // pass every check of the next roll-forward (pool, address, CRC, the expected sequence
+        // number) and bring back a write this recovery dropped. Only the root's reserved
+        // segments can hold them, at most one item per ITEM_ALIGN bytes.
+        let gap = root.reserved.len() as u64 * self.log.segment_bytes() / ITEM_ALIGN as u64 + 1;
+        let fill = (end.addr - end.stripe_addr) as usize;
+        self.log.reopen(
+            &root.reserved,
+            end.res_idx,
+            end.stripe_addr,
+            fill,
+            end.next_item_seq.saturating_add(gap),
+            end.stripe_seq.saturating_add(gap),
+        );
+        let sdb = self.log.sdb();
+        let mut io = self.io()?;
+        // The stripe buffer holds the checked prefix of the stripe at the end (pass 1); the
+        // rest must be zeros (padding relies on it).
+        io.stripe
+            .get_mut(fill..)
+            .ok_or(crate::error::bug!(IoError))?
+            .fill(0);
+        if fill >= sdb {
+            return Err(crate::error::bug!(IoError));
+        }
+        // Segments the log went through are in use. (Pass 2 records where each entered
+        // segment's use began.)
+        for i in 0..=end.res_idx {
+            if let Some(&s) = root.reserved.get(i) {
+                io.log.note_entered(s, 0);
+                io.apply_mark_used();
+            }
+        }
+        Ok(())
+    }
+
+    /// Pass 2: every item up to `end` into the map.
+    fn replay_log(&mut self, root: &Root, replay: &Replay, end: u64) -> Result<(), IoError> {
+        let mut scan = {
+            let mut io = self.io()?;
+            LogScan::new(&mut io, root.log, &root.reserved, false, Some(end))
+        };
+        loop {
+            let next = scan.next(&mut self.io()?, replay)?;
+            let Some(it) = next else { break };
+            if it.header.kind != ItemKind::Pad {
+                self.replay_item(&it.header)?;
+            }
+        }
+        let replayed = scan.end(&mut self.io()?, replay)?;
+        if replayed.addr != end {
+            return Err(IoError::Corrupt(format::FormatError::Crc));
+        }
+        Ok(())
+    }
+
+    /// Applies one logged item to the map during roll-forward.
+    fn replay_item(&mut self, h: &ItemHeader) -> Result<(), IoError> {
+        let fits = self
+            .luns
+            .slot(h.lun)
+            .is_some_and(|l| h.lba + u64::from(h.blocks) <= l.blocks);
+        match h.kind {
+            ItemKind::Extent if fits => {
+                let mut vol = self.vol()?;
+                let seg = vol.io.log.seg_of(h.addr);
+                vol.io.segs().account(seg, h.item_bytes() as u32, true);
+                for i in 0..h.blocks {
+                    let e = MapEntry {
+                        unit: h.addr / ITEM_ALIGN as u64,
+                        stored_len: h.stored_len,
+                        index: i as u8,
+                        blocks: h.blocks as u8,
+                        compressed: h.flags & format::FLAG_COMPRESSED != 0,
+                        crc: h.payload_crc,
+                        valid: true,
+                    };
+                    vol.map_set(h.lun, h.lba + u64::from(i), e)?;
+                }
+                self.luns.forget_bad(h.lun, h.lba, u64::from(h.blocks));
+            }
+            ItemKind::Trim if fits => {
+                self.vol()?.unmap_range(h.lun, h.lba, u64::from(h.blocks))?;
+                self.luns.forget_bad(h.lun, h.lba, u64::from(h.blocks));
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Closes the RAID write hole after a crash: the stripes the log wrote since the checkpoint
+    /// (bounded by the root's reserved segments, which roll-forward has just read) may have
+    /// reached some members and not others, leaving parity that disagrees with data the
+    /// roll-forward accepted. A later member failure would reconstruct garbage from it. Each
+    /// such stripe is checked and repaired like a scrub does (its items' checksums decide;
+    /// parity is rewritten only when they all check). The open stripe at the end is rewritten
+    /// whole when it fills, so it is not checked. Returns the stripes repaired.
+    fn resync_log_tail(&mut self, root: &Root, end: &LogEnd) -> Result<u64, IoError> {
+        let sdb = self.log.sdb() as u64;
+        let mut resynced = 0;
+        for i in 0..=end.res_idx {
+            let Some(&seg) = root.reserved.get(i) else {
+                break;
+            };
+            let seg_start = self.log.seg_start(seg);
+            let seg_end = seg_start + self.log.segment_bytes();
+            let from = if i == 0 {
+                (root.log.head / sdb * sdb).clamp(seg_start, seg_end)
+            } else {
+                seg_start
+            };
+            let to = if i == end.res_idx {
+                end.stripe_addr.clamp(seg_start, seg_end)
+            } else {
+                seg_end
+            };
+            let mut a = from;
+            let mut walked = None;
+            while a < to {
+                let (repaired, _) = self.scrub_stripe(a / sdb, &mut walked, false)?;
+                if repaired > 0 {
+                    resynced += 1;
+                }
+                a += sdb;
+            }
+        }
+        Ok(resynced)
+    }
+
+    /// The last phase: membership changes import found (missing members) are recorded, and a
+    /// checkpoint makes the recovered state durable.
+    fn settle_import(&mut self, missing: bool) -> Result<(), IoError> {
+        if self.array.failed() != self.members.recorded_failed() || missing {
+            self.on_members_failed()?;
+        }
+        self.write_checkpoint()?;
+        self.patches.clear();
+        Ok(())
+    }
+}

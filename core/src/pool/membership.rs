@@ -1,0 +1,271 @@
+//! Membership: the pool's identity (UUID, tag), its geometry and layout, which disk (by GUID)
+//! holds each member slot, the hot spares, and the configuration generation, as the
+//! superblocks on every member and spare record it. The pool changes membership (fails a
+//! member, takes a spare, replaces a disk) and this writes it down.
+
+use heapless::Vec;
+use raidcore_hal::BlockDevice;
+
+use super::{Health, Pool, disk_guid};
+use crate::error::IoError;
+use crate::event::Event;
+use crate::format::{self, Counters, MemberRecord, PoolLayout, Role, SLOT_BYTES, Superblock};
+use crate::raid::{Array, DiskSet, DiskState, Geometry};
+
+/// A hot spare.
+#[derive(Debug)]
+pub(crate) struct Spare<D> {
+    pub disk: D,
+    pub guid: u64,
+}
+
+/// The pool's identity and layout as the superblocks record them.
+#[derive(Debug, Clone)]
+pub(crate) struct Config {
+    pub pool_uuid: [u8; 16],
+    pub pool_tag: u64,
+    pub generation: u64,
+    pub geometry: Geometry,
+    pub layout: PoolLayout,
+    pub member_guids: Vec<u64, 32>,
+    pub next_guid: u64,
+}
+
+/// Identity, member GUIDs, spares, and the member states the superblocks last recorded.
+#[derive(Debug)]
+pub(crate) struct Membership<D, const N: usize> {
+    pub conf: Config,
+    pub spares: Vec<Spare<D>, N>,
+    /// Member states as the superblocks last recorded them.
+    recorded: Vec<DiskState, 32>,
+}
+
+impl<D: BlockDevice, const N: usize> Membership<D, N> {
+    /// Membership `conf` with `spares`, whose superblocks record `recorded`.
+    pub fn new(conf: Config, spares: Vec<Spare<D>, N>, recorded: &[DiskState]) -> Self {
+        let mut r = Vec::new();
+        for &s in recorded.iter().take(32) {
+            let _ = r.push(s);
+        }
+        Membership {
+            conf,
+            spares,
+            recorded: r,
+        }
+    }
+
+    /// The member states the superblocks record (import: the newest configuration's).
+    pub fn set_recorded(&mut self, states: &[DiskState]) {
+        self.recorded.clear();
+        for &s in states.iter().take(32) {
+            let _ = self.recorded.push(s);
+        }
+    }
+
+    /// Member slots the superblocks record as failed.
+    pub fn recorded_failed(&self) -> DiskSet {
+        self.recorded
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| **s == DiskState::Failed)
+            .fold(DiskSet::EMPTY, |s, (i, _)| s.with(i))
+    }
+
+    /// A GUID for the next disk the pool takes.
+    pub fn new_guid(&mut self) -> u64 {
+        self.conf.next_guid += 1;
+        disk_guid(self.conf.pool_tag, self.conf.next_guid)
+    }
+
+    /// Writes the configuration (membership from `array`'s states, generation + 1) to every
+    /// member not failed and every spare: slot A on all, flush, slot B on all, flush — a torn
+    /// write leaves the other copy valid.
+    pub fn write_config(
+        &mut self,
+        array: &mut Array<D, N>,
+        counters: &mut Counters,
+    ) -> Result<(), IoError> {
+        self.conf.generation += 1;
+        let mut members: Vec<MemberRecord, 32> = Vec::new();
+        for (i, guid) in self.conf.member_guids.iter().enumerate() {
+            let state = array
+                .member(i)
+                .map_or(DiskState::Failed, crate::raid::Member::state);
+            let _ = members.push(MemberRecord { guid: *guid, state });
+        }
+        let mut spares: Vec<u64, 32> = Vec::new();
+        for s in &self.spares {
+            let _ = spares.push(s.guid);
+        }
+        let mut sb = Superblock {
+            magic: format::SUPER_MAGIC,
+            version: format::FORMAT_VERSION,
+            pool_uuid: self.conf.pool_uuid,
+            disk_guid: 0,
+            role: Role::Spare,
+            generation: self.conf.generation,
+            geometry: self.conf.geometry,
+            layout: self.conf.layout,
+            members: members.clone(),
+            spares,
+        };
+        for copy in 0..2u32 {
+            self.write_copy(array, counters, &mut sb, &members, copy)?;
+            array.flush();
+        }
+        self.recorded.clear();
+        for m in &members {
+            let _ = self.recorded.push(m.state);
+        }
+        Ok(())
+    }
+
+    /// Superblock copy `copy` of `sb` on every member not failed and every spare.
+    fn write_copy(
+        &mut self,
+        array: &mut Array<D, N>,
+        counters: &mut Counters,
+        sb: &mut Superblock,
+        members: &[MemberRecord],
+        copy: u32,
+    ) -> Result<(), IoError> {
+        let per = (SLOT_BYTES / array.geometry().block_bytes()) as u64;
+        let lba = u64::from(format::superblock_slot(copy)) * per;
+        let mut slot = [0u8; SLOT_BYTES];
+        for (i, m) in members.iter().enumerate() {
+            if m.state == DiskState::Failed {
+                continue;
+            }
+            sb.disk_guid = m.guid;
+            sb.role = Role::Member(i as u8);
+            sb.encode(&mut slot).map_err(IoError::Corrupt)?;
+            if array.disk_write(i, lba, &slot).is_ok() {
+                counters.label_bytes += SLOT_BYTES as u64;
+            }
+        }
+        for s in &mut self.spares {
+            sb.disk_guid = s.guid;
+            sb.role = Role::Spare;
+            sb.encode(&mut slot).map_err(IoError::Corrupt)?;
+            let _ = s.disk.write(lba, &slot);
+            let _ = s.disk.flush();
+        }
+        Ok(())
+    }
+
+    /// Whether both superblock copies of every member not failed, and of every spare, read
+    /// back, decode, and carry the current generation.
+    pub fn superblocks_intact(&mut self, array: &mut Array<D, N>) -> bool {
+        let per = (SLOT_BYTES / array.geometry().block_bytes()) as u64;
+        let generation = self.conf.generation;
+        let mut slot = [0u8; SLOT_BYTES];
+        let current =
+            |slot: &[u8]| Superblock::decode(slot).is_ok_and(|sb| sb.generation == generation);
+        for copy in 0..2u32 {
+            let lba = u64::from(format::superblock_slot(copy)) * per;
+            for d in 0..array.geometry().disks() {
+                if array.writable(d)
+                    && (array.disk_read(d, lba, &mut slot).is_err() || !current(&slot))
+                {
+                    return false;
+                }
+            }
+            for sp in &mut self.spares {
+                if sp.disk.read(lba, &mut slot).is_err() || !current(&slot) {
+                    return false;
+                }
+            }
+        }
+        true
+    }
+}
+
+impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: usize, const S: usize>
+    Pool<D, M, N, L, P, S>
+{
+    /// Writes the configuration as the array's states now are.
+    pub(crate) fn write_config(&mut self) -> Result<(), IoError> {
+        self.members
+            .write_config(&mut self.array, &mut self.counters)
+    }
+
+    /// When the pool's membership changed under I/O (a member failed), records it: spares,
+    /// rebuilds, the new configuration.
+    pub(crate) fn after_membership_change(&mut self) -> Result<(), IoError> {
+        if self.array.failed() != self.members.recorded_failed() {
+            self.on_members_failed()?;
+        }
+        Ok(())
+    }
+
+    /// Members failed since the configuration was last written: take hot spares, start
+    /// rebuilds, record the new membership (generation + 1) on every disk.
+    pub(crate) fn on_members_failed(&mut self) -> Result<(), IoError> {
+        let before = self.health();
+        // More members out of sync than the level tolerates: the data is gone, and a spare
+        // taken now would only make the failed slot look present (RAID-0 used to "rebuild"
+        // onto a blank spare and keep serving; campaign seed 9112).
+        let faulted = before == Health::Faulted;
+        for slot in 0..self.array.geometry().disks() {
+            let now_failed = self
+                .array
+                .member(slot)
+                .is_some_and(|m| m.state() == DiskState::Failed);
+            if !now_failed {
+                continue;
+            }
+            if self.rebuild.is_some_and(|r| r.disk as usize == slot) {
+                self.rebuild = None;
+            }
+            if !faulted {
+                self.take_spare(slot);
+            }
+        }
+        // A second rebuild target waits for the first (it stays `Rebuilding` with cursor 0).
+        if self.rebuild.is_none()
+            && !faulted
+            && let Some(d) = self.rebuilding_member()
+        {
+            let below = self
+                .array
+                .member(d)
+                .map_or(0, crate::raid::Member::rebuilt_below);
+            self.start_rebuild_at(d as u8, below);
+        }
+        let after = self.health();
+        if after != before {
+            self.array.events_mut().push(Event::HealthChanged {
+                health: after as u8,
+            });
+        }
+        self.write_config()
+    }
+
+    /// Puts a hot spare, if there is one, into failed slot `slot`, and starts its rebuild
+    /// unless one is running.
+    fn take_spare(&mut self, slot: usize) {
+        let Some(Spare { disk, guid }) = self.members.spares.pop() else {
+            return;
+        };
+        if self.array.replace(slot, disk).is_ok() {
+            if let Some(g) = self.members.conf.member_guids.get_mut(slot) {
+                *g = guid;
+            }
+            self.array
+                .events_mut()
+                .push(Event::SpareTaken { disk: slot as u8 });
+            if self.rebuild.is_none() {
+                self.start_rebuild_at(slot as u8, 0);
+            }
+        }
+    }
+
+    /// The first member being rebuilt, if any.
+    pub(crate) fn rebuilding_member(&self) -> Option<usize> {
+        (0..self.array.geometry().disks()).find(|&d| {
+            self.array
+                .member(d)
+                .is_some_and(|m| m.state() == DiskState::Rebuilding)
+        })
+    }
+}

@@ -1,0 +1,383 @@
+//! Scrub with repair: every used stripe's parity (or mirror copies) checked against its data,
+//! and every live item of every used segment read (which checks its CRC and heals it from
+//! redundancy), a bounded number of stripes per [`Pool::maintenance`] call. The cursor is saved
+//! in checkpoint roots. Import's write-hole resync checks the stripes of the log's tail the same
+//! way.
+
+use raidcore_hal::BlockDevice;
+
+use super::Pool;
+use crate::error::IoError;
+use crate::event::Event;
+use crate::format::{self, BlockPtr, ItemKind, SegState};
+use crate::log::{Expect, SeqRule};
+use crate::raid::{Column, DiskSet, Level, VerifyReport};
+
+/// A scrub in progress.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Scrub {
+    pub next_segment: u32,
+    pub stripes: u64,
+    pub repaired: u64,
+    pub unrepairable: u64,
+    /// The cursor the newest root holds (`None`: no root knows of this pass yet).
+    pub saved: Option<u32>,
+}
+
+impl Scrub {
+    /// A pass from the first segment.
+    pub const fn start() -> Self {
+        Scrub {
+            next_segment: 0,
+            stripes: 0,
+            repaired: 0,
+            unrepairable: 0,
+            saved: None,
+        }
+    }
+}
+
+/// What an item walk over a segment ([`Pool::scrub_items`]) found.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Walk {
+    /// Member blocks rewritten by the items' repairs.
+    pub repaired: u64,
+    /// Blocks of extents and map pages that no reconstruction made check.
+    pub lost: u64,
+    /// The log address the walk reached: items past it were not checked (a header that no
+    /// reconstruction makes valid stops the walk).
+    pub reached: u64,
+    /// An item overlapping the range the caller watched did not check.
+    pub lost_in_range: bool,
+    /// An item overlapping the watched range checked only after a repair.
+    pub healed_in_range: bool,
+}
+
+impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: usize, const S: usize>
+    Pool<D, M, N, L, P, S>
+{
+    /// Scrubs up to `budget` stripes: checks parity (or mirror copies) of every used stripe and
+    /// the checksum of every item in each used segment, repairing from redundancy.
+    pub(crate) fn scrub_step(&mut self, budget: u32) -> Result<u64, IoError> {
+        let Some(mut sc) = self.scrub else {
+            return Ok(0);
+        };
+        let seg_stripes = u64::from(self.log.segment_stripes());
+        let segments = self.log.segments();
+        let mut done = 0u64;
+        while sc.next_segment < segments && done < u64::from(budget) {
+            let seg = sc.next_segment;
+            if self.io()?.segs().get(seg).state != SegState::Free {
+                let first = u64::from(seg) * seg_stripes;
+                let mut walked = None;
+                for s in first..first + seg_stripes {
+                    if !self.stripe_in_use(s)? {
+                        continue;
+                    }
+                    let (rep, unrep) = self.scrub_stripe(s, &mut walked, true)?;
+                    sc.repaired += rep;
+                    sc.unrepairable += unrep;
+                    sc.stripes += 1;
+                    done += 1;
+                }
+                let walk = self.scrub_items(seg, None)?;
+                sc.repaired += walk.repaired;
+                sc.unrepairable += walk.lost;
+            }
+            sc.next_segment += 1;
+        }
+        if sc.next_segment >= segments {
+            self.finish_scrub(sc)?;
+        } else {
+            // The pass checkpoints its own progress (at its first step, then every quarter of
+            // the segments): a scrub of an idle pool otherwise reached no root, so a power cut
+            // forgot it, and lost its repairs, still in the members' write caches. The
+            // checkpoint flushes before its root names the cursor, so every repair behind a
+            // saved cursor is durable.
+            let every = (segments / 4).max(1);
+            let due = sc
+                .saved
+                .is_none_or(|s| sc.next_segment >= s.saturating_add(every));
+            self.scrub = Some(sc);
+            if due {
+                self.write_checkpoint()?;
+            }
+        }
+        Ok(done)
+    }
+
+    /// The pass reached the end: labels too, then the result is recorded.
+    fn finish_scrub(&mut self, sc: Scrub) -> Result<(), IoError> {
+        // A superblock copy that fails its checks or is older (a crash during a configuration
+        // write) is rewritten: with the other copy rotting as well, the member could no longer
+        // be identified at import. Not counted as repaired data.
+        if !self.members.superblocks_intact(&mut self.array) {
+            self.write_config()?;
+        }
+        self.scrub = None;
+        self.last_scrub = (sc.repaired, sc.unrepairable);
+        self.array.events_mut().push(Event::ScrubDone {
+            stripes: sc.stripes,
+            repaired: sc.repaired,
+            unrepairable: sc.unrepairable,
+        });
+        self.write_checkpoint()
+    }
+
+    /// Verifies one stripe; repairs a member the check names, or parity when the data checks.
+    /// `walked`: where an item walk of the stripe's segment reached, once one was made for an
+    /// unreadable member (one walk per segment heals every item in it). `blame`: count a
+    /// checksum error against the members rewritten (not after a torn write, where no disk did
+    /// anything wrong). Returns blocks repaired and blocks left unrepairable.
+    pub(crate) fn scrub_stripe(
+        &mut self,
+        s: u64,
+        walked: &mut Option<u64>,
+        blame: bool,
+    ) -> Result<(u64, u64), IoError> {
+        let mut rep = self.verify(s)?;
+        let geo = *self.array.geometry();
+        let blocks = (geo.strip_bytes() / geo.block_bytes()) as u64;
+        // Members in sync whose strip could not be read (a latent sector error): the check
+        // skipped their column (and, on parity levels, the parity), and the item walk reads
+        // only data columns that hold items, so a bad block in a parity or padding column used
+        // to stay until a rebuild met it with one redundancy fewer. Rewrite the strip from the
+        // other members, but only from checked data: first the item walk (checksums heal the
+        // data columns), then, on mirrors, only when the readable copies agree.
+        let mut fixed = 0;
+        if !self.unreadable_in_sync(s, rep.unreadable).is_empty() {
+            let sdb = self.log.sdb() as u64;
+            let stripe_end = (s + 1) * sdb;
+            let seg = self.log.seg_of(s * sdb);
+            let reached = if let Some(r) = *walked {
+                r
+            } else {
+                let r = self.scrub_items(seg, None)?.reached;
+                *walked = Some(r);
+                r
+            };
+            rep = self.verify(s)?;
+            let unreadable = self.unreadable_in_sync(s, rep.unreadable);
+            if !unreadable.is_empty() {
+                let mirror = matches!(geo.level(), Level::Raid1 | Level::Raid10);
+                if reached < stripe_end || (mirror && !rep.consistent()) {
+                    return Ok((0, blocks));
+                }
+                if self.repair(s, unreadable).is_err() {
+                    return Ok((0, blocks));
+                }
+                fixed = blocks * unreadable.len() as u64;
+                rep = self.verify(s)?;
+            }
+        }
+        let (rep_blocks, lost) = self.check_stripe(s, &rep, blame)?;
+        Ok((fixed + rep_blocks, lost))
+    }
+
+    /// The array's check of stripe `s`.
+    fn verify(&mut self, s: u64) -> Result<VerifyReport, IoError> {
+        let io = self.io()?;
+        io.array
+            .verify_stripe(s, io.scratch)
+            .map_err(IoError::Device)
+    }
+
+    /// Rewrites the strips of `members` in stripe `s` from the others, counting the bytes.
+    fn repair(&mut self, s: u64, members: DiskSet) -> Result<(), IoError> {
+        let strip = self.array.geometry().strip_bytes();
+        let before = self.array.stats().repair_bytes_written;
+        let io = self.io()?;
+        let res = io.array.repair(s, 0, strip, members, io.scratch);
+        self.counters.repair_bytes += self.array.stats().repair_bytes_written - before;
+        res.map_err(IoError::Device)
+    }
+
+    /// The members of `set` that hold current data for stripe `s` (online, or rebuilt past
+    /// it), so their unreadable strip is a latent sector error to repair, not a strip still
+    /// waiting for the rebuild.
+    fn unreadable_in_sync(&self, s: u64, set: DiskSet) -> DiskSet {
+        set.iter()
+            .filter(|&d| self.array.readable(d, s))
+            .fold(DiskSet::EMPTY, DiskSet::with)
+    }
+
+    /// The rest of [`Self::scrub_stripe`]: what `rep` says of stripe `s` once every member in
+    /// sync was readable.
+    fn check_stripe(
+        &mut self,
+        s: u64,
+        rep: &VerifyReport,
+        blame: bool,
+    ) -> Result<(u64, u64), IoError> {
+        if rep.consistent() {
+            return Ok((0, 0));
+        }
+        let geo = *self.array.geometry();
+        let blocks = (geo.strip_bytes() / geo.block_bytes()) as u64;
+        // Let the data's checksums decide first: reading every item of the stripe heals data
+        // columns whose content fails its CRC.
+        let sdb = self.log.sdb() as u64;
+        let stripe_lo = s * sdb;
+        let stripe_end = stripe_lo + sdb;
+        let seg = self.log.seg_of(stripe_lo);
+        let mut walk = self.scrub_items(seg, Some((stripe_lo, stripe_end)))?;
+        if walk.healed_in_range {
+            // A heal write can be lost too (on the very member that held the bad column): read
+            // the items again, and call the data checked only if they now check as they lie.
+            // Parity rewritten from data whose repair never landed lost it for good (campaign
+            // seed 2540).
+            walk = self.scrub_items(seg, Some((stripe_lo, stripe_end)))?;
+        }
+        let again = self.verify(s)?;
+        if again.consistent() {
+            return Ok((blocks, 0));
+        }
+        // Every item of the stripe was read and checked: the data as reads take it (data
+        // columns; on mirrors each strip's first readable copy) is right, so only the
+        // redundancy may be rewritten.
+        let checked = walk.reached >= stripe_end && !walk.lost_in_range && !walk.healed_in_range;
+        let redundancy = self.redundancy_to_rewrite(s);
+        let fix = if again.suspects.is_empty() {
+            if !checked {
+                // Items of this stripe went unchecked: the data may be what is wrong, and
+                // parity rewritten from it would make the damage permanent.
+                return Ok((0, blocks));
+            }
+            // Data checks out: the parity (or a mirror copy) is what is wrong.
+            redundancy
+        } else if checked && again.suspects.iter().any(|d| !redundancy.contains(d)) {
+            // The comparison names a column whose data the walk has just checked: the others
+            // are what is wrong. After a crash a stripe write may have reached one copy of a
+            // mirror and not the other two (the majority is then the stale one), or the data
+            // columns and not P and Q (the syndrome then points at a data column by chance).
+            // Repairing the named column from them destroyed checked data (campaign seed 6011).
+            redundancy
+        } else {
+            again.suspects
+        };
+        if fix.is_empty() {
+            return Ok((0, blocks));
+        }
+        for d in fix.iter().filter(|_| blame) {
+            self.array.note_checksum_error(d);
+        }
+        match self.repair(s, fix) {
+            Ok(()) => Ok((blocks, 0)),
+            Err(_) => Ok((0, blocks)),
+        }
+    }
+
+    /// The members of stripe `s` whose strips are redundancy given the data reads use: on
+    /// mirrors every readable copy but each strip's first, on parity levels Q, and P unless a
+    /// member is missing and Q is there.
+    fn redundancy_to_rewrite(&self, s: u64) -> DiskSet {
+        let geo = *self.array.geometry();
+        let mut redundancy = DiskSet::EMPTY;
+        if matches!(geo.level(), Level::Raid1 | Level::Raid10) {
+            // Copies that disagree with no majority (a torn mirror write, two-way mirrors):
+            // reads take each strip's first readable copy, and the item walk has just checked
+            // (or healed) every live item through it, so it is the one to keep; every other
+            // copy is rewritten from it.
+            for strip in 0..geo.data_strips() {
+                let mut first = true;
+                for copy in 0..geo.copies() {
+                    let Some(d) = geo.disk_of(s, Column::Mirror { data: strip, copy }) else {
+                        continue;
+                    };
+                    if self.array.readable(d, s) && !core::mem::take(&mut first) {
+                        redundancy = redundancy.with(d);
+                    }
+                }
+            }
+            return redundancy;
+        }
+        // With a member missing (RAID-6), reads rebuild its column from P (a data column) or
+        // from the data (P or Q), so the data they check agrees with P whenever P is there: Q
+        // is the one to rewrite, and rewriting both would leave three columns to reconstruct.
+        let readable = |c| geo.disk_of(s, c).filter(|&d| self.array.readable(d, s));
+        let degraded = (0..geo.disks()).any(|d| !self.array.readable(d, s));
+        let q = readable(Column::Q);
+        if let Some(d) = q {
+            redundancy = redundancy.with(d);
+        }
+        if let Some(d) = readable(Column::P)
+            && !(degraded && q.is_some())
+        {
+            redundancy = redundancy.with(d);
+        }
+        redundancy
+    }
+
+    /// Reads every live item of a segment, which checks its CRC and heals it from redundancy.
+    /// Returns blocks repaired, blocks lost, and the log address the walk reached (items past
+    /// it were not checked: a header that no reconstruction makes valid stops the walk).
+    /// `watch`: a log address range; the result says whether an item overlapping it was lost.
+    pub(crate) fn scrub_items(
+        &mut self,
+        seg: u32,
+        watch: Option<(u64, u64)>,
+    ) -> Result<Walk, IoError> {
+        let start = self.log.seg_start(seg);
+        let mut end = start + self.log.segment_bytes();
+        if self.log.current_segment() == Some(seg) {
+            // Up to the head: an item that starts in the last written stripe may end in the
+            // open one (read from memory), and stopping before it would leave that stripe's
+            // check unfinished.
+            end = end.min(self.log.head());
+        }
+        let before = self.array.stats().repair_bytes_written;
+        let mut walk = Walk {
+            repaired: 0,
+            lost: 0,
+            reached: start,
+            lost_in_range: false,
+            healed_in_range: false,
+        };
+        let mut io = self.io()?;
+        let mut rule = SeqRule::walk(io.segs().get(seg));
+        while walk.reached < end {
+            let cursor = walk.reached;
+            // A damaged header: reconstruct it without each member in turn (the item read then
+            // finds and heals the bad column).
+            let Some((h, off, rebuilt)) = io.find_header(cursor, (end - cursor) as usize, rule)
+            else {
+                break;
+            };
+            rule = rule.after(h.seq);
+            let overlaps = |a: u64, b: u64| watch.is_some_and(|(lo, hi)| a < hi && b > lo);
+            if h.kind == ItemKind::Pad && !rebuilt.is_empty() {
+                // No item read follows for a pad: heal its header here, or the next copy kept
+                // over the others (a mirror's first) could carry the damage to every member
+                // and end every later walk at this pad (campaign seed 6523).
+                let hdr = BlockPtr {
+                    addr: cursor,
+                    len: format::HEADER_BYTES as u32,
+                    crc: 0,
+                };
+                io.heal(hdr, off, rebuilt);
+                walk.healed_in_range |= overlaps(cursor, cursor + format::HEADER_BYTES as u64);
+            }
+            if h.kind != ItemKind::Pad {
+                let ptr = BlockPtr {
+                    addr: cursor,
+                    len: h.item_bytes() as u32,
+                    crc: h.payload_crc,
+                };
+                let watched = overlaps(cursor, cursor + h.item_bytes() as u64);
+                let repairs = io.array.stats().repair_bytes_written;
+                if io.load_item(ptr, Expect::header(&h)).is_err() {
+                    if matches!(h.kind, ItemKind::Extent | ItemKind::MapPage) {
+                        walk.lost += u64::from(h.blocks.max(1));
+                    }
+                    walk.lost_in_range |= watched;
+                } else if io.array.stats().repair_bytes_written != repairs {
+                    walk.healed_in_range |= watched;
+                }
+            }
+            walk.reached = cursor + h.item_bytes() as u64;
+        }
+        let bb = io.array.geometry().block_bytes() as u64;
+        walk.repaired = (io.array.stats().repair_bytes_written - before) / bb;
+        Ok(walk)
+    }
+}

@@ -1,0 +1,214 @@
+//! What an operator reads (like `zpool status`) and does by hand: health, member states and
+//! counters, rebuild and scrub progress; background work; failing, replacing and adding disks.
+
+use heapless::Vec;
+use raidcore_hal::{BlockDevice, ErrorKind};
+
+use super::Pool;
+use super::membership::Spare;
+use super::scrub::Scrub;
+use crate::error::IoError;
+use crate::format::BadRange;
+use crate::raid::{ArrayError, DiskErrors, DiskState};
+
+/// Pool health, as `zpool status` says it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Health {
+    /// Every member in sync.
+    Online,
+    /// Some members failed, missing or rebuilding, within the level's tolerance.
+    Degraded,
+    /// More members out of sync than the level tolerates: no I/O is served.
+    Faulted,
+}
+
+impl Health {
+    /// Lower-case name (`online`, `degraded`, `faulted`).
+    #[must_use]
+    pub const fn name(self) -> &'static str {
+        match self {
+            Health::Online => "online",
+            Health::Degraded => "degraded",
+            Health::Faulted => "faulted",
+        }
+    }
+}
+
+/// One member slot in [`Status`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DiskStatus {
+    /// Slot.
+    pub slot: u8,
+    /// State.
+    pub state: DiskState,
+    /// A disk is in the slot.
+    pub present: bool,
+    /// Error counters.
+    pub errors: DiskErrors,
+}
+
+/// What [`Pool::status`] reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Status {
+    /// Overall health.
+    pub health: Health,
+    /// Member slots.
+    pub disks: Vec<DiskStatus, 32>,
+    /// Hot spares waiting.
+    pub spares: u8,
+    /// Rebuild in progress: member slot, stripes done, stripes to do.
+    pub rebuild: Option<(u8, u64, u64)>,
+    /// Scrub in progress: next segment, segments in all.
+    pub scrub: Option<(u32, u32)>,
+    /// Blocks the last (or current) scrub repaired and could not repair.
+    pub scrub_repaired: u64,
+    /// Blocks found unrepairable by the last (or current) scrub.
+    pub scrub_unrepairable: u64,
+    /// LBA ranges known lost (they read as errors until rewritten).
+    pub bad_ranges: usize,
+    /// Generation of the last checkpoint.
+    pub root_gen: u64,
+}
+
+/// What one [`Pool::maintenance`] call did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct MaintenanceReport {
+    /// Stripes rebuilt.
+    pub rebuilt_stripes: u64,
+    /// Stripes scrubbed.
+    pub scrubbed_stripes: u64,
+    /// Segments cleaned.
+    pub cleaned_segments: u32,
+    /// Nothing is left to do (no rebuild or scrub in progress).
+    pub idle: bool,
+}
+
+impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: usize, const S: usize>
+    Pool<D, M, N, L, P, S>
+{
+    /// Health from the members in sync: a hot spare that took a failed member's slot holds
+    /// none of its data until rebuilt. A stripe write that reached too few members faults the
+    /// pool for good.
+    pub(crate) fn health(&self) -> Health {
+        let out = self.array.not_in_sync().len();
+        if self.write_lost || out > self.array.geometry().tolerance() {
+            Health::Faulted
+        } else if out > 0 {
+            Health::Degraded
+        } else {
+            Health::Online
+        }
+    }
+
+    /// Health, member states and counters, rebuild and scrub progress.
+    pub fn status(&self) -> Status {
+        let mut disks = Vec::new();
+        for (i, m) in self.array.members().iter().enumerate() {
+            let _ = disks.push(DiskStatus {
+                slot: i as u8,
+                state: m.state(),
+                present: m.is_present(),
+                errors: m.errors(),
+            });
+        }
+        Status {
+            health: self.health(),
+            disks,
+            spares: self.members.spares.len() as u8,
+            rebuild: self
+                .rebuild
+                .map(|r| (r.disk, r.stripes_done, r.stripes_total)),
+            scrub: self.scrub.map(|s| (s.next_segment, self.log.segments())),
+            scrub_repaired: self.scrub.map_or(self.last_scrub.0, |s| s.repaired),
+            scrub_unrepairable: self.scrub.map_or(self.last_scrub.1, |s| s.unrepairable),
+            bad_ranges: self.luns.bad().len(),
+            root_gen: self.ckpt.root_gen,
+        }
+    }
+
+    /// Background work, bounded: rebuilds and scrubs up to `config.stripes_per_step` stripes
+    /// (rebuild first), and cleans a segment when free space runs low. Call it between client
+    /// requests as often as the device-time share for background work allows.
+    pub fn maintenance(&mut self) -> Result<MaintenanceReport, IoError> {
+        if self.health() == Health::Faulted {
+            return Err(IoError::Faulted);
+        }
+        let r = self.maintenance_step();
+        self.settled(r)
+    }
+
+    fn maintenance_step(&mut self) -> Result<MaintenanceReport, IoError> {
+        let budget = self.cfg.stripes_per_step;
+        self.after_membership_change()?;
+        let mut rep = MaintenanceReport {
+            rebuilt_stripes: self.rebuild_step(budget)?,
+            ..MaintenanceReport::default()
+        };
+        let left = budget.saturating_sub(rep.rebuilt_stripes as u32);
+        if left > 0 {
+            rep.scrubbed_stripes = self.scrub_step(left)?;
+        }
+        rep.idle = self.rebuild.is_none() && self.scrub.is_none();
+        Ok(rep)
+    }
+
+    /// Starts a scrub pass (or restarts one in progress from the beginning).
+    pub fn start_scrub(&mut self) {
+        self.scrub = Some(Scrub::start());
+    }
+
+    /// Fails member `slot` by hand (as if it died): a hot spare takes over if there is one.
+    pub fn fail_disk(&mut self, slot: usize) -> Result<(), IoError> {
+        self.array
+            .fail(slot, ErrorKind::DeviceFailed)
+            .map_err(IoError::Device)?;
+        self.on_members_failed()
+    }
+
+    /// Puts a blank disk into failed member slot `slot` and starts rebuilding onto it.
+    pub fn replace_disk(&mut self, slot: usize, disk: D) -> Result<(), IoError> {
+        let m = self
+            .array
+            .member(slot)
+            .ok_or(IoError::Device(ArrayError::OutOfRange))?;
+        if m.state() != DiskState::Failed {
+            return Err(IoError::Device(ArrayError::OutOfRange));
+        }
+        self.array.replace(slot, disk).map_err(IoError::Device)?;
+        let guid = self.members.new_guid();
+        if let Some(g) = self.members.conf.member_guids.get_mut(slot) {
+            *g = guid;
+        }
+        if self.rebuild.is_none() {
+            self.start_rebuild_at(slot as u8, 0);
+        }
+        self.write_config()
+    }
+
+    /// Adds a hot spare (a blank disk at least as large as the members).
+    pub fn add_spare(&mut self, disk: D) -> Result<(), IoError> {
+        let geo = *self.array.geometry();
+        if disk.block_size().bytes() != geo.block_bytes()
+            || disk.block_count() < geo.stripe_lba(geo.stripes())
+        {
+            return Err(IoError::Device(ArrayError::DiskMismatch));
+        }
+        let guid = self.members.new_guid();
+        self.members
+            .spares
+            .push(Spare { disk, guid })
+            .map_err(|_| IoError::Device(ArrayError::OutOfRange))?;
+        self.write_config()?;
+        // A failed member waiting for a spare takes it now.
+        if !self.array.failed().is_empty() {
+            self.on_members_failed()?;
+        }
+        Ok(())
+    }
+
+    /// LBA ranges known lost (they read as errors until rewritten).
+    pub fn bad_ranges(&self) -> &[BadRange] {
+        self.luns.bad()
+    }
+}

@@ -1,0 +1,170 @@
+//! Extents: how a run of client blocks is stored (LZ4 block format per extent via `lz4_flex`,
+//! kept only where it saves at least 12.5 % of the payload and at least one 512-byte sector of
+//! the item) and decoded again, and a small cache of decoded extents, so interleaved readers of
+//! several extents decode each once.
+
+use heapless::Vec;
+
+use crate::error::{IoError, bug};
+use crate::format::{
+    FLAG_COMPRESSED, FormatError, HEADER_BYTES, ITEM_ALIGN, ItemHeader, LUN_BLOCK, SECTOR, round_up,
+};
+
+/// Decoded extents kept for reads (at most; fewer with fewer streams).
+pub(crate) const RAW_SLOTS: usize = 8;
+
+/// The extent encoder: LZ4's hash table, reused from extent to extent.
+pub(crate) struct Encoder {
+    table: lz4_flex::block::CompressTable,
+    compression: bool,
+}
+
+impl core::fmt::Debug for Encoder {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Encoder")
+            .field("compression", &self.compression)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Encoder {
+    /// An encoder for extents of at most `max_extent_bytes`; `compression` off stores every
+    /// extent raw.
+    pub fn new(compression: bool, max_extent_bytes: usize) -> Self {
+        Encoder {
+            table: if max_extent_bytes < 65535 {
+                lz4_flex::block::CompressTable::small()
+            } else {
+                lz4_flex::block::CompressTable::large()
+            },
+            compression,
+        }
+    }
+
+    /// Compresses `data` into `out` when that pays; returns the compressed length.
+    pub fn compress(&mut self, data: &[u8], out: &mut [u8]) -> Option<usize> {
+        if !self.compression {
+            return None;
+        }
+        let n = lz4_flex::block::compress_into_with_table(data, out, &mut self.table).ok()?;
+        let raw_item = round_up(HEADER_BYTES + data.len(), ITEM_ALIGN);
+        let item = round_up(HEADER_BYTES + n, ITEM_ALIGN);
+        // Keep only if it saves >= 12.5 % of the payload and at least one 512-byte sector.
+        (n * 8 <= data.len() * 7 && item + SECTOR <= raw_item).then_some(n)
+    }
+}
+
+/// Decodes the extent `h` whose checked payload is `payload` into `out` (its raw length),
+/// refusing headers whose lengths disagree.
+pub(crate) fn decode(h: &ItemHeader, payload: &[u8], out: &mut [u8]) -> Result<(), IoError> {
+    let raw_len = h.raw_len as usize;
+    if raw_len != h.blocks as usize * LUN_BLOCK || out.len() != raw_len {
+        return Err(IoError::Corrupt(FormatError::Bounds));
+    }
+    if h.flags & FLAG_COMPRESSED != 0 {
+        match lz4_flex::block::decompress_into(payload, out) {
+            Ok(n) if n == raw_len => Ok(()),
+            _ => Err(IoError::Corrupt(FormatError::Bounds)),
+        }
+    } else if payload.len() == raw_len {
+        out.copy_from_slice(payload);
+        Ok(())
+    } else {
+        Err(IoError::Corrupt(FormatError::Bounds))
+    }
+}
+
+/// Which decoded extents the `raw` arena slice holds: (log address, last use) per slot. An
+/// entry made before the log last entered a segment may describe an item whose space was
+/// reused; the cache forgets everything then.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ExtentCache {
+    slots: Vec<Option<(u64, u64)>, RAW_SLOTS>,
+    tick: u64,
+    /// The log's segment epoch the entries belong to.
+    epoch: u64,
+    /// Bytes of one slot.
+    slot_bytes: usize,
+}
+
+impl ExtentCache {
+    /// A cache of slots of `slot_bytes` each.
+    pub fn new(slot_bytes: usize) -> Self {
+        ExtentCache {
+            slot_bytes,
+            ..ExtentCache::default()
+        }
+    }
+
+    /// Bytes of one slot.
+    pub const fn slot_bytes(&self) -> usize {
+        self.slot_bytes
+    }
+
+    /// Forgets everything if the log entered a segment since the entries were made.
+    pub fn sync(&mut self, epoch: u64) {
+        if epoch != self.epoch {
+            self.slots.clear();
+            self.epoch = epoch;
+        }
+    }
+
+    /// Starts a lookup: the use time it stamps.
+    pub fn touch(&mut self) -> u64 {
+        self.tick += 1;
+        self.tick
+    }
+
+    /// The slot holding the extent at `addr`, stamped with `t`.
+    pub fn lookup(&mut self, addr: u64, t: u64) -> Option<usize> {
+        let i = self
+            .slots
+            .iter()
+            .position(|c| c.is_some_and(|(a, _)| a == addr))?;
+        if let Some(Some(c)) = self.slots.get_mut(i) {
+            c.1 = t;
+        }
+        Some(i)
+    }
+
+    /// A slot to decode into (a new one while fewer than `total` exist, else the least recently
+    /// used), emptied until [`Self::fill`].
+    pub fn claim(&mut self, total: usize) -> usize {
+        let slot = if self.slots.len() < total.clamp(1, RAW_SLOTS) {
+            let _ = self.slots.push(None);
+            self.slots.len() - 1
+        } else {
+            self.slots
+                .iter()
+                .enumerate()
+                .min_by_key(|(_, c)| c.map_or(0, |(_, lru)| lru))
+                .map_or(0, |(i, _)| i)
+        };
+        if let Some(c) = self.slots.get_mut(slot) {
+            *c = None;
+        }
+        slot
+    }
+
+    /// Slot `slot` now holds the extent at `addr`, used at `t`.
+    pub fn fill(&mut self, slot: usize, addr: u64, t: u64) {
+        if let Some(c) = self.slots.get_mut(slot) {
+            *c = Some((addr, t));
+        }
+    }
+
+    /// Drops a decoded copy of the item at `addr` (its space is being reused).
+    pub fn forget(&mut self, addr: u64) {
+        for c in &mut self.slots {
+            if c.is_some_and(|(a, _)| a == addr) {
+                *c = None;
+            }
+        }
+    }
+
+    /// Slot `slot`'s bytes in `raw`.
+    pub fn range(&self, slot: usize) -> Result<core::ops::Range<usize>, IoError> {
+        let at = slot.checked_mul(self.slot_bytes).ok_or(bug!(IoError))?;
+        Ok(at..at + self.slot_bytes)
+    }
+}
