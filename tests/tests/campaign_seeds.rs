@@ -12,8 +12,8 @@ const CI_SEEDS: u64 = 300;
 
 /// Seeds below [`CI_SEEDS`] that still fail because of open bugs the campaign found (none at
 /// present; the failing seeds beyond are summed up in README's campaign figures). Fixed so
-/// far, each with a regression test: `repro_campaign_*`. Put a seed here only with its bug
-/// named, and take it out when the bug is fixed (`raidcore-sim sim --seeds 1 --from S
+/// far, each with a regression test: `tests/regressions/*.history`. Put a seed here only with
+/// its bug named, and take it out when the bug is fixed (`raidcore-sim sim --seeds 1 --from S
 /// --shrink`).
 const KNOWN_FAILING: [u64; 0] = [];
 
