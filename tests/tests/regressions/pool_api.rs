@@ -14,6 +14,20 @@ use raidcore_sim::fault::{Fault, FaultConfig, FaultyDisk, TransientKind};
 
 type FPool = Pool<FaultyDisk<MemDisk>, Vec<u8>, 8, 4, 16, 4>;
 
+/// The RAID-5 of the two import reproducers below: 4 KiB strips, extents of 4 blocks, 16
+/// intent-log slots, segments of 4 stripes, at most 64 segments.
+fn small_raid5() -> PoolConfig {
+    PoolConfig {
+        level: Level::Raid5,
+        strip_bytes: 4096,
+        max_extent_blocks: 4,
+        zil_slots: 16,
+        segment_stripes: 4,
+        max_segments: 64,
+        ..PoolConfig::default()
+    }
+}
+
 /// Regression test (fixed; found by the fault campaign, seeds 41, 67, 76, 80, 91, … shrunk to
 /// two steps): a member whose next I/Os fail with a retryable error (a transport error or timeout, which the array retries
 /// three times everywhere else) is refused at import as "holds no raidcore superblock": import
@@ -25,15 +39,7 @@ type FPool = Pool<FaultyDisk<MemDisk>, Vec<u8>, 8, 4, 16, 4>;
 /// 0, import.
 #[test]
 fn import_retries_transient_errors() {
-    let cfg = PoolConfig {
-        level: Level::Raid5,
-        strip_bytes: 4096,
-        max_extent_blocks: 4,
-        zil_slots: 16,
-        segment_stripes: 4,
-        max_segments: 64,
-        ..PoolConfig::default()
-    };
+    let cfg = small_raid5();
     let disks: Vec<FaultyDisk<MemDisk>> = (0..3)
         .map(|i| {
             FaultyDisk::with_config(
@@ -81,15 +87,7 @@ type MemPool = Pool<MemDisk, Vec<u8>, 8, 4, 16, 4>;
 /// alone, on a three-disk RAID-5.
 #[test]
 fn recreated_lun_reads_back_after_import() {
-    let cfg = PoolConfig {
-        level: Level::Raid5,
-        strip_bytes: 4096,
-        max_extent_blocks: 4,
-        zil_slots: 16,
-        segment_stripes: 4,
-        max_segments: 64,
-        ..PoolConfig::default()
-    };
+    let cfg = small_raid5();
     let disks: Vec<MemDisk> = (0..3)
         .map(|_| MemDisk::new(BlockSize::B512, 4 << 11).unwrap())
         .collect();
