@@ -25,10 +25,10 @@ mod tests {
     use rand_chacha::ChaCha8Rng;
 
     /// Runs seeded random inputs (`RC_FUZZ_CASES`, default 2000); prints the seed on failure.
-    /// Ignored while the core bugs the campaign found are open (see `tests/tests/repro_*.rs`
-    /// from the campaign): run with `cargo test -p raidcore-tests --lib -- --ignored`.
+    /// Ignored while the core bugs the campaign found are open (the ignored histories in
+    /// `tests/tests/regressions/main.rs`): run with `cargo test -p raidcore-tests --lib -- --ignored`.
     #[test]
-    #[ignore = "fails on open core bugs found by the campaign (repro_campaign_* tests); un-ignore when fixed"]
+    #[ignore = "fails on open core bugs found by the campaign (ignored regressions); un-ignore when fixed"]
     fn seeded_inputs_pass_every_check() {
         let n = std::env::var("RC_FUZZ_CASES")
             .ok()

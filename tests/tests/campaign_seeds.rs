@@ -1,48 +1,123 @@
-//! CI's fixed set of fault-campaign seeds (`raidcore_sim::campaign`): each seed builds a pool of
-//! random shape, runs a random history of client operations, faults and power cuts against it
-//! and checks every step against a reference model. Any failure fails the test with the seed,
-//! the failed check and the command that replays it.
+//! CI's fault-campaign seeds (`raidcore_sim::campaign`): each seed builds a pool of random
+//! shape, runs a random history of client operations, faults and power cuts against it and
+//! checks every step against a reference model. A small fixed set runs every time, and a few
+//! hundred more are drawn from a range that changes with every commit, so the suite cannot fit
+//! itself to the seeds it runs. Any failure fails the test with the seed, the failed check and
+//! the command that replays it.
 
-use raidcore_sim::campaign::{self, CampaignOptions};
+use std::process::Command;
 
-/// CI's seeds: `0..CI_SEEDS` except [`KNOWN_FAILING`], each of [`campaign::DEFAULT_OPS`] steps (a
-/// few seconds in the debug test profile). A long soak:
-/// `cargo run --release -p raidcore-sim -- sim --seeds 10000` (about 3 minutes on one core).
-const CI_SEEDS: u64 = 300;
+use raidcore_sim::campaign::{self, CampaignOptions, Summary};
 
-/// Seeds below [`CI_SEEDS`] that still fail because of open bugs the campaign found (none at
+/// The fixed seeds: `0..FIXED_SEEDS` except [`KNOWN_FAILING`], each of
+/// [`campaign::DEFAULT_OPS`] steps. A long soak:
+/// `cargo run --release -p raidcore-sim -- sim --seeds 10000 --jobs 2`.
+const FIXED_SEEDS: u64 = 100;
+
+/// Seeds below [`FIXED_SEEDS`] that still fail because of open bugs the campaign found (none at
 /// present; the failing seeds beyond are summed up in README's campaign figures). Fixed so
-/// far, each with a regression test: `repro_campaign_*`. Put a seed here only with its bug
-/// named, and take it out when the bug is fixed (`raidcore-sim sim --seeds 1 --from S
+/// far, each with a regression test: `tests/regressions/*.history`. Put a seed here only with
+/// its bug named, and take it out when the bug is fixed (`raidcore-sim sim --seeds 1 --from S
 /// --shrink`).
 const KNOWN_FAILING: [u64; 0] = [];
 
-#[test]
-fn ci_seeds_pass() {
-    let seeds: Vec<u64> = (0..CI_SEEDS)
-        .filter(|s| !KNOWN_FAILING.contains(s))
-        .collect();
+/// Seeds drawn per commit ([`commit_range`]).
+const COMMIT_SEEDS: u64 = 300;
+
+/// Commit-drawn ranges start at or above this, clear of the ranges soaked by hand so far
+/// (0..30 000, 100 000..120 000, 200 000..220 000).
+const COMMIT_RANGE_BASE: u64 = 1_000_000;
+
+/// Sets the first commit-drawn seed by hand (to run a CI range again elsewhere).
+const FROM_VAR: &str = "RAIDCORE_CAMPAIGN_FROM";
+
+/// Runs the seeds of `opts` (`seed_list`, else `seeds` from `from`) with
+/// [`campaign::DEFAULT_OPS`] steps each and checks that all pass and that they exercised what
+/// they claim to.
+fn assert_seeds_pass(opts: CampaignOptions, what: &str) -> Summary {
+    let count = if opts.seed_list.is_empty() {
+        opts.seeds
+    } else {
+        opts.seed_list.len() as u64
+    };
     let sum = campaign::run(&CampaignOptions {
-        seed_list: seeds.clone(),
         ops: campaign::DEFAULT_OPS,
         jobs: 2,
-        ..CampaignOptions::default()
+        ..opts
     })
     .unwrap();
-    assert_eq!(sum.seeds_run, seeds.len() as u64);
-    assert!(sum.passed(), "{}", sum.render());
+    assert_eq!(sum.seeds_run, count, "{what}");
+    assert!(sum.passed(), "{what}\n{}", sum.render());
     let t = &sum.totals;
-    // The seeds exercise what they claim to.
     assert!(
         t.power_cuts > 0 && t.rebuilds_done > 0 && t.scrubs_done > 0,
-        "{}",
+        "{what}\n{}",
         sum.render()
     );
     assert!(
         t.faults.len() >= 8 && t.bytes_verified > 0,
-        "{}",
+        "{what}\n{}",
         sum.render()
     );
+    sum
+}
+
+#[test]
+fn fixed_seeds_pass() {
+    let seeds: Vec<u64> = (0..FIXED_SEEDS)
+        .filter(|s| !KNOWN_FAILING.contains(s))
+        .collect();
+    let opts = CampaignOptions {
+        seed_list: seeds,
+        ..CampaignOptions::default()
+    };
+    assert_seeds_pass(opts, "fixed seeds");
+}
+
+/// The first of [`COMMIT_SEEDS`] seeds and how it was chosen: [`FROM_VAR`] if set, else
+/// [`COMMIT_RANGE_BASE`] plus the commit hash (`git rev-parse HEAD`, its first 15 hex digits)
+/// modulo 10^9, else (no git checkout, e.g. a source archive) [`COMMIT_RANGE_BASE`] itself.
+fn commit_range() -> (u64, String) {
+    if let Some(from) = std::env::var(FROM_VAR).ok().and_then(|v| v.parse().ok()) {
+        return (from, format!("set by {FROM_VAR}"));
+    }
+    let head = Command::new("git")
+        .args(["rev-parse", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .and_then(|h| Some((u64::from_str_radix(h.get(..15)?, 16).ok()?, h)));
+    match head {
+        Some((n, hash)) => (
+            COMMIT_RANGE_BASE + n % 1_000_000_000,
+            format!("drawn from commit {hash}"),
+        ),
+        None => (
+            COMMIT_RANGE_BASE,
+            "fixed: no git commit found here, so the range does not change".to_string(),
+        ),
+    }
+}
+
+#[test]
+fn commit_seeds_pass() {
+    let (from, how) = commit_range();
+    let what = format!(
+        "commit seeds {from}..{} ({how}); this range again: {FROM_VAR}={from} cargo test -p \
+         raidcore-tests --test campaign_seeds commit_seeds_pass, or `cargo run --release -p \
+         raidcore-sim -- sim --seeds {COMMIT_SEEDS} --from {from}`; one seed: `... sim --seeds 1 \
+         --from S --shrink`",
+        from + COMMIT_SEEDS
+    );
+    println!("{what}");
+    let opts = CampaignOptions {
+        seeds: COMMIT_SEEDS,
+        from,
+        ..CampaignOptions::default()
+    };
+    assert_seeds_pass(opts, &what);
 }
 
 fn env_u64(name: &str, default: u64) -> u64 {

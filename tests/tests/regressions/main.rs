@@ -1,0 +1,194 @@
+//! Regression tests: one `#[test]` per shrunk fault-campaign history in
+//! `tests/regressions/<name>.history`, and (in [`pool_api`]) the reproducers that drive the pool
+//! API directly.
+//!
+//! A history file is what `raidcore-sim sim --seeds 1 --from S --shrink` prints (a `shape` line,
+//! then one step per line), preceded by `#` comment lines that say the seed, what went wrong and
+//! what fixed it. Each test replays its history with every campaign check
+//! (`raidcore_sim::campaign::replay`) and fails with the seed and the failed check.
+//!
+//! To add one: save the shrunk history as `tests/regressions/<topic>_seed_<S>.history` with its
+//! comments, and add `<topic>_seed_<S>,` to the list below
+//! ([`every_history_file_has_a_test`] fails until both exist). A history of a bug not fixed
+//! yet gets `#[ignore = "known failing: ..."]`.
+
+mod pool_api;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use raidcore_sim::campaign::{self, History};
+
+/// One test per history file, named by the file's stem, and [`REGISTERED`], the list of them.
+macro_rules! regressions {
+    ($($(#[$attr:meta])* $name:ident,)*) => {
+        $(
+            #[test]
+            $(#[$attr])*
+            fn $name() {
+                assert_history_passes(
+                    stringify!($name),
+                    include_str!(concat!(
+                        env!("CARGO_MANIFEST_DIR"),
+                        "/regressions/",
+                        stringify!($name),
+                        ".history"
+                    )),
+                );
+            }
+        )*
+
+        /// The history files with a test above, by stem.
+        const REGISTERED: &[&str] = &[$(stringify!($name)),*];
+    };
+}
+
+regressions! {
+    cleaner_livelock_seed_846,
+    degraded_scrub_parity_seed_6035,
+    failed_delete_seed_8448,
+    #[ignore = "known failing: RAID-1 past tolerance: a flushed write reads zeros; import trusted a stale disk failed by hand"]
+    fresh_seed_1001734,
+    #[ignore = "known failing: RAID-1 past tolerance: a FUA write reads zeros; import trusted a stale disk failed by hand"]
+    fresh_seed_1002481,
+    #[ignore = "known failing: RAID-0 past tolerance: a flushed write reads an older version after a power cut; the last flush's flush mark was not durable"]
+    fresh_seed_1003122,
+    #[ignore = "known failing: RAID-6 within tolerance: 'data lost' after a degraded scrub rewrote Q from a column rebuilt from rotten P"]
+    fresh_seed_102676,
+    #[ignore = "known failing: RAID-1 past tolerance: a FUA write reads zeros; import trusted a stale disk failed by hand"]
+    fresh_seed_103179,
+    #[ignore = "known failing: RAID-6 past tolerance: a flushed write reads zeros after a power cut; the last flush's flush mark was not durable"]
+    fresh_seed_107230,
+    #[ignore = "known failing: RAID-6 within tolerance: 'data lost' after import's resync rewrote Q over a misdirected column"]
+    fresh_seed_108816,
+    #[ignore = "known failing: RAID-6 within tolerance: 'data lost' after import's resync rewrote P and Q over a misdirected column"]
+    fresh_seed_203751,
+    #[ignore = "known failing: RAID-6 past tolerance: a FUA write reads zeros after a power cut; the last flush's flush mark was not durable"]
+    fresh_seed_205230,
+    #[ignore = "known failing: RAID-1 past tolerance: a flushed write reads zeros after a power cut; the last flush's flush mark was not durable"]
+    fresh_seed_208609,
+    #[ignore = "known failing: RAID-10 past tolerance: a FUA write reads an older version after a power cut; the last flush's flush mark was not durable"]
+    fresh_seed_209166,
+    #[ignore = "known failing: RAID-5 past tolerance: a flushed write reads an older version after a power cut; the last flush's flush mark was not durable"]
+    fresh_seed_212903,
+    #[ignore = "known failing: RAID-5 past tolerance: a flushed write reads zeros after a power cut; the last flush's flush mark was not durable"]
+    fresh_seed_213420,
+    #[ignore = "known failing: RAID-5 past tolerance: a FUA write reads zeros; roll-forward from an older root stopped at the newer one's tables"]
+    fresh_seed_214379,
+    #[ignore = "known failing: RAID-5 past tolerance: a flushed write reads zeros; roll-forward from an older root stopped at the newer one's tables"]
+    fresh_seed_523016947,
+    flush_marks_seed_1180,
+    flush_marks_seed_363,
+    flush_marks_seed_4007,
+    flush_marks_seed_4083,
+    flush_marks_seed_8706,
+    flushed_write_lost_seed_120,
+    flushed_write_lost_seed_73,
+    flushed_write_lost_seed_82,
+    import_transient_seed_67,
+    log_stuck_seed_728,
+    log_window_full_seed_9915,
+    log_wrap_seed_875,
+    log_wrap_seed_991,
+    lost_heal_write_seed_2540,
+    lun_recreate_seed_167,
+    mirror_copies_seed_166,
+    mirror_heal_range_seed_2912,
+    mirror_heal_range_seed_7738,
+    mirror_write_hole_seed_885,
+    raid0_spare_seed_9112,
+    rebuild_cursor_seed_836,
+    rebuild_end_flush_seed_6007,
+    rebuild_stale_column_seed_695,
+    resurrected_item_seed_5262,
+    resync_stale_majority_seed_6011,
+    scrub_damaged_header_seed_999,
+    scrub_dead_member_seed_138,
+    scrub_latent_sector_seed_478,
+    scrub_pad_header_seed_6523,
+    scrub_parity_medium_seed_17,
+    scrub_superblock_copy_seed_8516,
+    spare_rebuild_restart_seed_153,
+    superblock_copies_seed_1714,
+    two_lost_columns_seed_710,
+    write_hole_seed_102,
+    zil_flush_not_durable_seed_216,
+}
+
+/// Replays history `name` (its file's text) and panics with its seed and the failed check
+/// unless every check passes.
+fn assert_history_passes(name: &str, text: &str) {
+    let h: History = text
+        .parse()
+        .unwrap_or_else(|e| panic!("tests/regressions/{name}.history does not parse: {e}"));
+    if let Some(f) = campaign::replay(&h).failure {
+        panic!(
+            "seed {}: {f}\n\
+             trace it: RC_HISTORY={}/{name}.history RAIDCORE_CAMPAIGN_TRACE=1 cargo test \
+             --release -p raidcore-tests --test campaign_seeds replay_file -- --ignored \
+             --nocapture",
+            h.shape.seed,
+            history_dir().display()
+        );
+    }
+}
+
+fn history_dir() -> &'static Path {
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/regressions"))
+}
+
+/// Every `.history` file has a test above and every test its file, so none is forgotten.
+#[test]
+fn every_history_file_has_a_test() {
+    let files: BTreeSet<String> = std::fs::read_dir(history_dir())
+        .expect("tests/regressions")
+        .map(|e| e.expect("a directory entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "history"))
+        .map(|p| p.file_stem().unwrap().to_string_lossy().into_owned())
+        .collect();
+    let registered: BTreeSet<String> = REGISTERED.iter().map(ToString::to_string).collect();
+    let untested: Vec<&String> = files.difference(&registered).collect();
+    let missing: Vec<&String> = registered.difference(&files).collect();
+    assert!(
+        untested.is_empty(),
+        "history files without a test (add them to `regressions!` in tests/tests/regressions/main.rs): \
+         {untested:?}"
+    );
+    assert!(
+        missing.is_empty(),
+        "tests without a history file: {missing:?}"
+    );
+    assert_eq!(
+        registered.len(),
+        REGISTERED.len(),
+        "a history registered twice"
+    );
+}
+
+/// Every history opens with `#` comments saying what it holds, its other lines are the history
+/// exactly as it prints (so a mistyped or unknown key cannot hide), and its name ends in the
+/// seed of its shape.
+#[test]
+fn every_history_file_is_described_and_named_by_its_seed() {
+    for name in REGISTERED {
+        let path = history_dir().join(format!("{name}.history"));
+        let text = std::fs::read_to_string(&path).expect("a history file");
+        let comments = text.lines().take_while(|l| l.starts_with('#')).count();
+        assert!(
+            comments >= 2,
+            "{name}: no comment lines before the shape line"
+        );
+        let h: History = text.parse().unwrap_or_else(|e| panic!("{name}: {e}"));
+        let bare: String = text
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .flat_map(|l| [l, "\n"])
+            .collect();
+        assert_eq!(bare, h.to_string(), "{name}: not as the history prints");
+        assert!(
+            name.ends_with(&format!("_seed_{}", h.shape.seed)),
+            "{name}: the shape's seed is {}",
+            h.shape.seed
+        );
+    }
+}
