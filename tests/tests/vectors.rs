@@ -120,6 +120,35 @@ fn raid6_pq_matches_isal() {
             let mut kp1 = vec![0u8; len];
             parity::gen_p_with(k, &refs, &mut kp1).unwrap();
             assert_eq!(kp1, r.p, "{k:?} gen_p of record at line {}", r.line);
+            // The record's strips copied into one buffer `skew` bytes past a 64-byte boundary:
+            // unaligned sources and outputs, and the two-data-strip recovery from there.
+            for skew in [1usize, 8, 17, 63] {
+                let n = r.data.len();
+                let mut buf = vec![0u8; (n + 2) * len + 128];
+                let base = buf.as_ptr().align_offset(64) + skew;
+                let stripe = &mut buf[base..base + (n + 2) * len];
+                for (c, d) in stripe.chunks_exact_mut(len).zip(&r.data) {
+                    c.copy_from_slice(d);
+                }
+                let (d, pq) = stripe.split_at_mut(n * len);
+                let (p, q) = pq.split_at_mut(len);
+                let refs: Vec<&[u8]> = d.chunks_exact(len).collect();
+                parity::gen_pq_with(k, &refs, p, q).unwrap();
+                assert!(
+                    *p == *r.p && *q == *r.q,
+                    "{k:?} skew {skew}, line {}",
+                    r.line
+                );
+                let mut cols: Vec<&mut [u8]> = stripe.chunks_exact_mut(len).collect();
+                cols[0].fill(0);
+                cols[n - 1].fill(0);
+                parity::reconstruct_with(k, &mut cols, Scheme::PQ, &[0, n - 1]).unwrap();
+                assert!(
+                    *cols[0] == *r.data[0] && *cols[n - 1] == *r.data[n - 1],
+                    "{k:?} skew {skew} recovery, line {}",
+                    r.line
+                );
+            }
         }
         checked += 1;
     }
