@@ -8,7 +8,7 @@
 use std::fs;
 use std::path::PathBuf;
 
-use raidcore::checksum::{Crc32c, crc32c, crc32c_append};
+use raidcore::checksum::{Crc32c, Crc32cPath, crc32c, crc32c_append, crc32c_append_with};
 use raidcore::gf256;
 use raidcore::parity::{self, CheckResult, Kernel, Scheme};
 
@@ -273,6 +273,29 @@ fn crc32c_matches_isal() {
         }
         let want = u32::from_str_radix(want, 16).unwrap();
         assert_eq!(crc32c(&data), want, "line {}", i + 1);
+        // Every path this CPU has, at every start offset within a 64-byte line (a copy of the
+        // record placed there), whole and appended in two pieces.
+        for path in Crc32cPath::supported() {
+            for skew in 0..64 {
+                let mut buf = vec![0u8; data.len() + 64];
+                buf[skew..skew + data.len()].copy_from_slice(&data);
+                let d = &buf[skew..skew + data.len()];
+                assert_eq!(
+                    crc32c_append_with(path, 0, d),
+                    want,
+                    "{path:?} skew {skew}, line {}",
+                    i + 1
+                );
+                let (a, b) = d.split_at(d.len() / 2);
+                let first = crc32c_append_with(path, 0, a);
+                assert_eq!(
+                    crc32c_append_with(path, first, b),
+                    want,
+                    "{path:?} skew {skew} in two pieces, line {}",
+                    i + 1
+                );
+            }
+        }
         assert_eq!(
             raidcore::checksum::crc32c_portable(&data),
             want,
