@@ -43,6 +43,17 @@ fn with_parity(data: &[Vec<u8>], scheme: Scheme, kernel: Kernel) -> Vec<Vec<u8>>
     cols
 }
 
+/// `n` strips of `len` random bytes.
+fn random_strips(rng: &mut ChaCha8Rng, n: usize, len: usize) -> Vec<Vec<u8>> {
+    (0..n)
+        .map(|_| {
+            let mut v = vec![0u8; len];
+            rng.fill_bytes(&mut v);
+            v
+        })
+        .collect()
+}
+
 fn config() -> Config {
     Config {
         cases: 96,
@@ -150,13 +161,7 @@ fn kernels_agree_on_odd_lengths() {
         8usize, 24, 56, 72, 120, 136, 200, 248, 256, 264, 504, 520, 776, 4104, 4200,
     ] {
         for n in [1usize, 2, 4, 7, 16] {
-            let data: Vec<Vec<u8>> = (0..n)
-                .map(|_| {
-                    let mut v = vec![0u8; len];
-                    rng.fill_bytes(&mut v);
-                    v
-                })
-                .collect();
+            let data = random_strips(&mut rng, n, len);
             let golden = with_parity(&data, Scheme::PQ, Kernel::PORTABLE);
             for kernel in Kernel::supported() {
                 assert_eq!(
@@ -211,13 +216,7 @@ fn kernels_agree_at_every_alignment() {
     let mut rng = ChaCha8Rng::seed_from_u64(0xa119);
     let n = 5;
     for len in [8usize, 248, 264, 4096, 4104, 16_392] {
-        let data: Vec<Vec<u8>> = (0..n)
-            .map(|_| {
-                let mut v = vec![0u8; len];
-                rng.fill_bytes(&mut v);
-                v
-            })
-            .collect();
+        let data = random_strips(&mut rng, n, len);
         let golden = with_parity(&data, Scheme::PQ, Kernel::PORTABLE);
         for skew in [0usize, 1, 3, 8, 17, 32, 63] {
             let mut buf = vec![0u8; (n + 2) * len + 128];
@@ -292,13 +291,7 @@ fn kernels_agree_on_large_strips_at_every_alignment() {
     let mut rng = ChaCha8Rng::seed_from_u64(0x1a29e);
     for len in [16_384usize, 16_392, 65_544] {
         let n = 5;
-        let data: Vec<Vec<u8>> = (0..n)
-            .map(|_| {
-                let mut v = vec![0u8; len];
-                rng.fill_bytes(&mut v);
-                v
-            })
-            .collect();
+        let data = random_strips(&mut rng, n, len);
         let refs: Vec<&[u8]> = data.iter().map(Vec::as_slice).collect();
         let golden = with_parity(&data, Scheme::PQ, Kernel::PORTABLE);
         for skew in [0usize, 8, 16, 32] {
