@@ -6,15 +6,15 @@
 # The library's own object code is measured (the sum of `.text*` sections in its rlib), so
 # generic code such as `Pool<D, …>` is counted only where a firmware instantiates it; the parity
 # and CRC paths are not generic, so the difference between the two columns is exactly their cost.
-# Cortex-M targets have no SIMD paths: both columns are equal there by construction.
+# Cortex-M and RISC-V targets have no SIMD paths: both columns are equal there by construction.
 #
-# Usage: bash core/footprint.sh [target ...]   (default: the four targets below)
+# Usage: bash core/footprint.sh [target ...]   (default: the five targets below)
 # Needs: the rust targets, and llvm-size (Debian package `llvm`) or binutils' size.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(thumbv7em-none-eabihf thumbv6m-none-eabi x86_64-unknown-linux-gnu aarch64-unknown-linux-gnu)
+[ ${#targets[@]} -gt 0 ] || targets=(thumbv7em-none-eabihf thumbv6m-none-eabi riscv32imac-unknown-none-elf x86_64-unknown-linux-gnu aarch64-unknown-linux-gnu)
 size_tool=$(command -v llvm-size || command -v size)
 target_dir=${CARGO_TARGET_DIR:-target}/footprint
 

@@ -5,19 +5,30 @@
 //! ISA-L `crc32_iscsi`. `crc32c(b"123456789") == 0xE306_9283`.
 //!
 //! ## Paths
-//! - x86-64 with SSE4.2 (compile-time target feature, or detected at run time with feature `std`):
-//!   the `crc32` instruction eight bytes at a time on three independent streams, so its 3-cycle
-//!   latency is hidden; the three stream CRCs are merged by "appending zeros" operators (the
-//!   linearity of CRC: crc(A‖B) = shift_{|B|}(crc(A)) ⊕ crc₀(B)), as in Mark Adler's crc32c.c.
-//!   The operators for the four fixed stream lengths are 4×256-entry tables built at compile
-//!   time (16 KiB of read-only data, x86-64 only). Each stream is prefetched ahead in software.
-//! - aarch64 with the CRC extension: `crc32cx` eight bytes at a time.
-//! - Everywhere else, and for short tails: the `crc` crate. On 32-bit Arm and RISC-V (the
-//!   microcontroller targets, thumbv6m/thumbv7em) with its 1 KiB byte-wise table, because flash
-//!   is scarce there and a Cortex-M has no cache for a larger table to help; elsewhere with its
-//!   16 KiB slice-by-16 table, several times faster per byte.
+//! A [`Crc32cPath`] is one implementation; all give identical values. [`crc32c`] and
+//! [`crc32c_append`] use [`Crc32cPath::selected`], the best the build target guarantees or, with
+//! feature `std`, the best this CPU has (detected once, then cached).
+//! - x86-64 with AVX-512 and VPCLMULQDQ (`vpclmulqdq`): buffers of 256 bytes or more are folded
+//!   with carry-less multiplication, 256 bytes per step in four zmm registers (see the `x86`
+//!   module for the math); shorter ones take the next path.
+//! - x86-64 with SSE4.2 (`sse4.2`): the `crc32` instruction eight bytes at a time on three
+//!   independent streams, so its 3-cycle latency is hidden; the three stream CRCs are merged by
+//!   "appending zeros" operators (the linearity of CRC: crc(A‖B) = shift_{|B|}(crc(A)) ⊕
+//!   crc₀(B)), as in Mark Adler's crc32c.c. The operators for the four fixed stream lengths are
+//!   4×256-entry tables built at compile time (16 KiB of read-only data, x86-64 only). Each stream
+//!   is prefetched ahead in software.
+//! - aarch64 with the CRC extension (`crc`): `crc32cx` eight bytes at a time.
+//! - Everywhere else, and for short tails: the `crc` crate (`portable`). On 32-bit Arm and RISC-V
+//!   (the microcontroller targets, thumbv6m/thumbv7em) with its 1 KiB byte-wise table, because
+//!   flash is scarce there and a Cortex-M has no cache for a larger table to help; elsewhere with
+//!   its 16 KiB slice-by-16 table, several times faster per byte.
 //!
 //! `--cfg raidcore_force_portable` (see [`crate::parity`]) leaves out the hardware paths.
+//!
+//! The `crc-fast` crate was considered for the folding path and does not fit: with its default
+//! features off (which a firmware needs, as they bring a `#[panic_handler]`) version 1.10 builds
+//! neither for x86-64 without `std` nor for the microcontroller targets (its `cdylib` and
+//! `staticlib` crate types then need a panic handler).
 
 #[cfg(any(target_arch = "arm", target_arch = "riscv32"))]
 type CrcTable = crc::Table<1>;
@@ -36,17 +47,115 @@ pub fn crc32c(data: &[u8]) -> u32 {
 /// computed over pieces: `crc32c_append(crc32c(a), b) == crc32c(a ‖ b)`.
 #[must_use]
 pub fn crc32c_append(crc: u32, data: &[u8]) -> u32 {
+    crc32c_append_with(Crc32cPath::selected(), crc, data)
+}
+
+/// [`crc32c_append`] on an explicit path (for tests and benchmarks).
+#[inline]
+#[must_use]
+pub fn crc32c_append_with(path: Crc32cPath, crc: u32, data: &[u8]) -> u32 {
+    match path.0 {
+        PathId::Portable => crc32c_append_portable(crc, data),
+        #[cfg(all(target_arch = "x86_64", not(raidcore_force_portable)))]
+        // SAFETY: a path of this kind exists only if the CPU has SSE4.2 (see `Crc32cPath`).
+        PathId::Sse42 => !unsafe { x86::update(!crc, data) },
+        #[cfg(all(target_arch = "x86_64", not(raidcore_force_portable)))]
+        // SAFETY: a path of this kind exists only if the CPU has what it needs.
+        PathId::Vpclmulqdq => !unsafe { x86::update_folded(!crc, data) },
+        #[cfg(all(target_arch = "aarch64", not(raidcore_force_portable)))]
+        // SAFETY: a path of this kind exists only if the CPU has the CRC extension.
+        PathId::Crc => !unsafe { aarch64::update(!crc, data) },
+    }
+}
+
+/// One implementation of CRC-32C. Only paths this CPU can run can be obtained (from
+/// [`Crc32cPath::supported`], [`Crc32cPath::selected`] or [`Crc32cPath::PORTABLE`]), so every
+/// call with one is sound.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Crc32cPath(PathId);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PathId {
+    Portable,
     #[cfg(all(target_arch = "x86_64", not(raidcore_force_portable)))]
-    if x86::has_sse42() {
-        // SAFETY: the CPU has SSE4.2, checked just above.
-        return !unsafe { x86::update(!crc, data) };
-    }
+    Sse42,
+    #[cfg(all(target_arch = "x86_64", not(raidcore_force_portable)))]
+    Vpclmulqdq,
     #[cfg(all(target_arch = "aarch64", not(raidcore_force_portable)))]
-    if aarch64::has_crc() {
-        // SAFETY: the CPU has the CRC extension, checked just above.
-        return !unsafe { aarch64::update(!crc, data) };
+    Crc,
+}
+
+impl core::fmt::Debug for Crc32cPath {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(self.name())
     }
-    crc32c_append_portable(crc, data)
+}
+
+impl Crc32cPath {
+    /// The `crc` crate's table, available on every target.
+    pub const PORTABLE: Crc32cPath = Crc32cPath(PathId::Portable);
+
+    /// Short name: `portable`, `sse4.2`, `vpclmulqdq` or `crc` (aarch64).
+    #[must_use]
+    pub const fn name(self) -> &'static str {
+        match self.0 {
+            PathId::Portable => "portable",
+            #[cfg(all(target_arch = "x86_64", not(raidcore_force_portable)))]
+            PathId::Sse42 => "sse4.2",
+            #[cfg(all(target_arch = "x86_64", not(raidcore_force_portable)))]
+            PathId::Vpclmulqdq => "vpclmulqdq",
+            #[cfg(all(target_arch = "aarch64", not(raidcore_force_portable)))]
+            PathId::Crc => "crc",
+        }
+    }
+
+    /// Every path this CPU runs, slowest first (portable first, the one
+    /// [`Crc32cPath::selected`] picks last). Without feature `std` only what the build target
+    /// guarantees.
+    #[inline]
+    pub fn supported() -> impl Iterator<Item = Crc32cPath> {
+        [
+            Some(Crc32cPath::PORTABLE),
+            #[cfg(all(target_arch = "x86_64", not(raidcore_force_portable)))]
+            x86::has_sse42().then_some(Crc32cPath(PathId::Sse42)),
+            #[cfg(all(target_arch = "x86_64", not(raidcore_force_portable)))]
+            x86::has_vpclmulqdq().then_some(Crc32cPath(PathId::Vpclmulqdq)),
+            #[cfg(all(target_arch = "aarch64", not(raidcore_force_portable)))]
+            aarch64::has_crc().then_some(Crc32cPath(PathId::Crc)),
+        ]
+        .into_iter()
+        .flatten()
+    }
+
+    /// The path [`crc32c`] and [`crc32c_append`] use: the last of [`Crc32cPath::supported`]. With
+    /// feature `std` on x86-64 it is detected at the first call and cached in an atomic;
+    /// otherwise it is fixed at compile time.
+    #[inline]
+    #[must_use]
+    pub fn selected() -> Crc32cPath {
+        #[cfg(all(
+            all(target_arch = "x86_64", not(raidcore_force_portable)),
+            any(feature = "std", test)
+        ))]
+        {
+            use core::sync::atomic::AtomicU8;
+            const ALL: [PathId; 3] = [PathId::Portable, PathId::Sse42, PathId::Vpclmulqdq];
+            static CACHE: AtomicU8 = AtomicU8::new(0);
+            Crc32cPath(crate::parity::cached_choice(&CACHE, &ALL, || {
+                Self::best().0
+            }))
+        }
+        #[cfg(not(all(
+            all(target_arch = "x86_64", not(raidcore_force_portable)),
+            any(feature = "std", test)
+        )))]
+        Self::best()
+    }
+
+    #[inline]
+    fn best() -> Crc32cPath {
+        Self::supported().last().unwrap_or(Crc32cPath::PORTABLE)
+    }
 }
 
 /// CRC-32C of `data` on the portable path only (for tests and benchmarks).
@@ -177,91 +286,7 @@ const fn zeros_table(bytes: usize) -> [[u32; 256]; 4] {
 }
 
 #[cfg(all(target_arch = "x86_64", not(raidcore_force_portable)))]
-mod x86 {
-    use core::arch::x86_64::{_MM_HINT_T0, _mm_crc32_u8, _mm_crc32_u64, _mm_prefetch};
-
-    /// Stream lengths of the three-way interleave, in bytes (whole cache lines), longest first.
-    /// 21824 makes a 64 KiB buffer three streams and a one-line tail, 1344 does the same for
-    /// 4 KiB, 128 for 512 bytes; 8192 serves the sizes in between.
-    const STREAM_BYTES: [usize; 4] = [21824, 8192, 1344, 128];
-
-    /// How far ahead of each stream to prefetch, in bytes: three streams far apart defeat the
-    /// hardware prefetcher on buffers that are not in cache.
-    const PREFETCH_BYTES: usize = 1024;
-
-    static SHIFT: [[[u32; 256]; 4]; 4] = [
-        super::zeros_table(STREAM_BYTES[0]),
-        super::zeros_table(STREAM_BYTES[1]),
-        super::zeros_table(STREAM_BYTES[2]),
-        super::zeros_table(STREAM_BYTES[3]),
-    ];
-
-    #[cfg(any(feature = "std", test))]
-    pub(super) fn has_sse42() -> bool {
-        cfg!(target_feature = "sse4.2") || std::is_x86_feature_detected!("sse4.2")
-    }
-
-    #[cfg(not(any(feature = "std", test)))]
-    pub(super) fn has_sse42() -> bool {
-        cfg!(target_feature = "sse4.2")
-    }
-
-    #[inline]
-    fn shift(t: &[[u32; 256]; 4], crc: u32) -> u32 {
-        let [b0, b1, b2, b3] = crc.to_le_bytes();
-        // u8 indices into 256-entry tables.
-        t[0].get(b0 as usize).copied().unwrap_or(0)
-            ^ t[1].get(b1 as usize).copied().unwrap_or(0)
-            ^ t[2].get(b2 as usize).copied().unwrap_or(0)
-            ^ t[3].get(b3 as usize).copied().unwrap_or(0)
-    }
-
-    /// Updates the raw (un-inverted) register `crc` with `data`.
-    ///
-    /// # Safety
-    /// The CPU must have SSE4.2.
-    #[target_feature(enable = "sse4.2")]
-    pub(super) unsafe fn update(crc: u32, mut data: &[u8]) -> u32 {
-        let mut crc = u64::from(crc);
-        for (len, table) in STREAM_BYTES.iter().zip(SHIFT.iter()) {
-            while data.len() >= 3 * len {
-                let (a, rest) = data.split_at(*len);
-                let (b, rest) = rest.split_at(*len);
-                let (c, rest) = rest.split_at(*len);
-                let (la, _) = a.as_chunks::<64>();
-                let (lb, _) = b.as_chunks::<64>();
-                let (lc, _) = c.as_chunks::<64>();
-                let (mut cb, mut cc) = (0u64, 0u64);
-                for ((la, lb), lc) in la.iter().zip(lb).zip(lc) {
-                    // A prefetch is only a hint: an address past the buffer does not fault.
-                    _mm_prefetch::<_MM_HINT_T0>(la.as_ptr().wrapping_add(PREFETCH_BYTES).cast());
-                    _mm_prefetch::<_MM_HINT_T0>(lb.as_ptr().wrapping_add(PREFETCH_BYTES).cast());
-                    _mm_prefetch::<_MM_HINT_T0>(lc.as_ptr().wrapping_add(PREFETCH_BYTES).cast());
-                    let (wa, _) = la.as_chunks::<8>();
-                    let (wb, _) = lb.as_chunks::<8>();
-                    let (wc, _) = lc.as_chunks::<8>();
-                    for ((x, y), z) in wa.iter().zip(wb).zip(wc) {
-                        crc = _mm_crc32_u64(crc, u64::from_le_bytes(*x));
-                        cb = _mm_crc32_u64(cb, u64::from_le_bytes(*y));
-                        cc = _mm_crc32_u64(cc, u64::from_le_bytes(*z));
-                    }
-                }
-                let ab = shift(table, crc as u32) ^ cb as u32;
-                crc = u64::from(shift(table, ab) ^ cc as u32);
-                data = rest;
-            }
-        }
-        let (words, tail) = data.as_chunks::<8>();
-        for w in words {
-            crc = _mm_crc32_u64(crc, u64::from_le_bytes(*w));
-        }
-        let mut crc = crc as u32;
-        for &b in tail {
-            crc = _mm_crc32_u8(crc, b);
-        }
-        crc
-    }
-}
+mod x86;
 
 #[cfg(all(target_arch = "aarch64", not(raidcore_force_portable)))]
 mod aarch64 {
@@ -324,19 +349,57 @@ mod tests {
         let data: Vec<u8> = (0..70_000u32)
             .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
             .collect();
-        for len in [
-            0usize, 1, 7, 8, 9, 503, 504, 505, 4080, 4096, 4104, 24_575, 24_576, 24_577, 70_000,
-        ] {
-            for start in [0usize, 1, 3] {
+        // Around the folding path's steps (16, 64 and 256 bytes, its 256-byte minimum) and the
+        // three-stream lengths of the `crc32` path.
+        let lens = [
+            0usize, 1, 7, 8, 9, 15, 16, 17, 63, 64, 65, 127, 128, 255, 256, 257, 271, 272, 319,
+            320, 383, 384, 503, 504, 505, 511, 512, 513, 767, 768, 1023, 1024, 4080, 4095, 4096,
+            4097, 4104, 4111, 24_575, 24_576, 24_577, 70_000,
+        ];
+        let paths: Vec<Crc32cPath> = Crc32cPath::supported().collect();
+        for len in lens {
+            for start in [0usize, 1, 3, 8, 17, 63] {
                 let s = &data[start..start + len.min(data.len() - start)];
-                assert_eq!(
-                    crc32c(s),
-                    crc32c_portable(s),
-                    "len {} start {start}",
-                    s.len()
-                );
+                let want = crc32c_portable(s);
+                assert_eq!(crc32c(s), want, "len {} start {start}", s.len());
+                for &p in &paths {
+                    assert_eq!(
+                        crc32c_append_with(p, 0, s),
+                        want,
+                        "{p:?} len {} start {start}",
+                        s.len()
+                    );
+                    // A non-zero register entering the first block.
+                    let (a, b) = s.split_at(s.len() / 3);
+                    assert_eq!(
+                        crc32c_append_with(p, crc32c_portable(a), b),
+                        want,
+                        "{p:?} len {} start {start} appended",
+                        s.len()
+                    );
+                }
             }
         }
+    }
+
+    #[test]
+    #[cfg(all(target_arch = "x86_64", not(raidcore_force_portable)))]
+    fn every_path_this_cpu_has_is_offered() {
+        let names: Vec<&str> = Crc32cPath::supported().map(Crc32cPath::name).collect();
+        assert_eq!(names[0], "portable");
+        assert_eq!(
+            names.contains(&"sse4.2"),
+            std::is_x86_feature_detected!("sse4.2")
+        );
+        let folding = std::is_x86_feature_detected!("avx512f")
+            && std::is_x86_feature_detected!("vpclmulqdq")
+            && std::is_x86_feature_detected!("pclmulqdq")
+            && std::is_x86_feature_detected!("sse4.2");
+        assert_eq!(names.contains(&"vpclmulqdq"), folding);
+        if !folding {
+            std::println!("skipped: this CPU lacks AVX-512F/VPCLMULQDQ, the folding CRC-32C path");
+        }
+        assert_eq!(Some(Crc32cPath::selected()), Crc32cPath::supported().last());
     }
 
     #[test]

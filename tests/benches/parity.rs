@@ -1,6 +1,7 @@
 //! Criterion benchmarks: raidcore's P/Q generation, two-data-strip recovery and CRC-32C next to
 //! ISA-L (loaded at run time; skipped if absent), reed-solomon-simd, the crc32c crate and memcpy,
-//! on the same buffers (one stripe, hot in cache). Every kernel this CPU runs is measured.
+//! on the same buffers (one stripe, hot in cache). Every parity kernel and CRC-32C path this CPU
+//! runs is measured.
 //! The 64 MiB working-set comparison and ratios are in the `parity_table` bench.
 
 #[allow(dead_code)]
@@ -11,7 +12,7 @@ use std::hint::black_box;
 
 use bench_parity::Isal;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use raidcore::checksum;
+use raidcore::checksum::{self, Crc32cPath};
 use raidcore::parity::{self, Kernel, Scheme};
 
 /// `columns` strips of `len` bytes, 64-byte aligned (ISA-L needs 32), filled with a pattern.
@@ -182,12 +183,11 @@ fn crc(c: &mut Criterion) {
         let data = st.bytes().to_vec();
         let mut g = c.benchmark_group(format!("crc32c/{}KiB", len >> 10));
         g.throughput(Throughput::Bytes(len as u64));
-        g.bench_function("raidcore", |b| {
-            b.iter(|| black_box(checksum::crc32c(black_box(&data))));
-        });
-        g.bench_function("raidcore-portable", |b| {
-            b.iter(|| black_box(checksum::crc32c_portable(black_box(&data))));
-        });
+        for path in Crc32cPath::supported() {
+            g.bench_function(BenchmarkId::new("raidcore", path.name()), |b| {
+                b.iter(|| black_box(checksum::crc32c_append_with(path, 0, black_box(&data))));
+            });
+        }
         if let Some(isal) = &isal {
             g.bench_function("isal", |b| {
                 b.iter(|| black_box(isal.crc32c(black_box(&data))));

@@ -43,6 +43,17 @@ fn with_parity(data: &[Vec<u8>], scheme: Scheme, kernel: Kernel) -> Vec<Vec<u8>>
     cols
 }
 
+/// `n` strips of `len` random bytes.
+fn random_strips(rng: &mut ChaCha8Rng, n: usize, len: usize) -> Vec<Vec<u8>> {
+    (0..n)
+        .map(|_| {
+            let mut v = vec![0u8; len];
+            rng.fill_bytes(&mut v);
+            v
+        })
+        .collect()
+}
+
 fn config() -> Config {
     Config {
         cases: 96,
@@ -140,21 +151,17 @@ proptest! {
     }
 }
 
-/// Kernels agree on lengths that are multiples of 8 but not of the 64- or 128-byte SIMD blocks,
-/// for every recovery case (two data, data + P, data + Q, data from P, P + Q).
+/// Kernels agree on lengths that are multiples of 8 but not of the 64-, 128- or 256-byte SIMD
+/// blocks, for every recovery case (two data, data + P, data + Q, data from P, P + Q).
 #[test]
 fn kernels_agree_on_odd_lengths() {
     let mut rng = ChaCha8Rng::seed_from_u64(0x0dd1);
     let mut cases = 0;
-    for len in [8usize, 24, 56, 72, 120, 136, 200, 4104, 4200] {
+    for len in [
+        8usize, 24, 56, 72, 120, 136, 200, 248, 256, 264, 504, 520, 776, 4104, 4200,
+    ] {
         for n in [1usize, 2, 4, 7, 16] {
-            let data: Vec<Vec<u8>> = (0..n)
-                .map(|_| {
-                    let mut v = vec![0u8; len];
-                    rng.fill_bytes(&mut v);
-                    v
-                })
-                .collect();
+            let data = random_strips(&mut rng, n, len);
             let golden = with_parity(&data, Scheme::PQ, Kernel::PORTABLE);
             for kernel in Kernel::supported() {
                 assert_eq!(
@@ -180,19 +187,80 @@ fn kernels_agree_on_odd_lengths() {
     assert!(cases > 100);
 }
 
-/// This CPU's SIMD kernels are really exercised by the tests above.
+/// This CPU's SIMD kernels are really exercised by the tests here; a kernel the CPU cannot run
+/// is reported as skipped.
 #[test]
 #[cfg(target_arch = "x86_64")]
 fn simd_kernels_present_when_cpu_has_them() {
+    use std::is_x86_feature_detected as has;
     let names: Vec<&str> = Kernel::supported().map(Kernel::name).collect();
-    assert_eq!(
-        names.contains(&"ssse3"),
-        std::is_x86_feature_detected!("ssse3")
-    );
-    assert_eq!(
-        names.contains(&"avx2"),
-        std::is_x86_feature_detected!("avx2")
-    );
+    for (name, cpu_has) in [
+        ("ssse3", has!("ssse3")),
+        ("avx2", has!("avx2")),
+        ("avx512bw", has!("avx512bw")),
+        ("gfni", has!("avx512bw") && has!("gfni")),
+    ] {
+        assert_eq!(names.contains(&name), cpu_has, "{name}");
+        if !cpu_has {
+            println!("skipped: this CPU lacks what the {name} parity kernel needs");
+        }
+    }
+}
+
+/// Every kernel and every operation (P, P+Q, each recovery case, check) at every byte
+/// alignment of sources and outputs that matters: the strips of one stripe are slices of one
+/// buffer at `skew` bytes past a 64-byte boundary (unaligned vector loads and stores, and the
+/// streaming stores' alignment fallback at 16 KiB and more).
+#[test]
+fn kernels_agree_at_every_alignment() {
+    let mut rng = ChaCha8Rng::seed_from_u64(0xa119);
+    let n = 5;
+    for len in [8usize, 248, 264, 4096, 4104, 16_392] {
+        let data = random_strips(&mut rng, n, len);
+        let golden = with_parity(&data, Scheme::PQ, Kernel::PORTABLE);
+        for skew in [0usize, 1, 3, 8, 17, 32, 63] {
+            let mut buf = vec![0u8; (n + 2) * len + 128];
+            let base = buf.as_ptr().align_offset(64) + skew;
+            for kernel in Kernel::supported() {
+                let at = format!("{kernel:?} len {len} skew {skew}");
+                let stripe = &mut buf[base..base + (n + 2) * len];
+                for (c, g) in stripe.chunks_exact_mut(len).zip(&golden) {
+                    c.copy_from_slice(g);
+                }
+                {
+                    let (d, pq) = stripe.split_at_mut(n * len);
+                    let (p, q) = pq.split_at_mut(len);
+                    let refs: Vec<&[u8]> = d.chunks_exact(len).collect();
+                    p.fill(0);
+                    q.fill(0);
+                    parity::gen_pq_with(kernel, &refs, p, q).unwrap();
+                    assert!(*p == *golden[n] && *q == *golden[n + 1], "P+Q {at}");
+                    p.fill(0);
+                    parity::gen_p_with(kernel, &refs, p).unwrap();
+                    assert!(*p == *golden[n], "P {at}");
+                }
+                let refs: Vec<&[u8]> = stripe.chunks_exact(len).collect();
+                assert_eq!(
+                    parity::check_with(kernel, &refs, Scheme::PQ),
+                    Ok(CheckResult::Consistent),
+                    "check {at}"
+                );
+                for x in 0..n + 2 {
+                    for y in x..n + 2 {
+                        let erased: Vec<usize> = if x == y { vec![x] } else { vec![x, y] };
+                        let mut cols: Vec<&mut [u8]> = stripe.chunks_exact_mut(len).collect();
+                        for &e in &erased {
+                            cols[e].fill(0x6b);
+                        }
+                        parity::reconstruct_with(kernel, &mut cols, Scheme::PQ, &erased).unwrap();
+                        for (c, g) in cols.iter().zip(&golden) {
+                            assert!(**c == **g, "{at} erased {erased:?}");
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// The fuzz target's body on a few thousand seeded inputs. Replays one seed with
@@ -223,13 +291,7 @@ fn kernels_agree_on_large_strips_at_every_alignment() {
     let mut rng = ChaCha8Rng::seed_from_u64(0x1a29e);
     for len in [16_384usize, 16_392, 65_544] {
         let n = 5;
-        let data: Vec<Vec<u8>> = (0..n)
-            .map(|_| {
-                let mut v = vec![0u8; len];
-                rng.fill_bytes(&mut v);
-                v
-            })
-            .collect();
+        let data = random_strips(&mut rng, n, len);
         let refs: Vec<&[u8]> = data.iter().map(Vec::as_slice).collect();
         let golden = with_parity(&data, Scheme::PQ, Kernel::PORTABLE);
         for skew in [0usize, 8, 16, 32] {

@@ -8,7 +8,7 @@
 use std::fs;
 use std::path::PathBuf;
 
-use raidcore::checksum::{Crc32c, crc32c, crc32c_append};
+use raidcore::checksum::{Crc32c, Crc32cPath, crc32c, crc32c_append, crc32c_append_with};
 use raidcore::gf256;
 use raidcore::parity::{self, CheckResult, Kernel, Scheme};
 
@@ -120,6 +120,35 @@ fn raid6_pq_matches_isal() {
             let mut kp1 = vec![0u8; len];
             parity::gen_p_with(k, &refs, &mut kp1).unwrap();
             assert_eq!(kp1, r.p, "{k:?} gen_p of record at line {}", r.line);
+            // The record's strips copied into one buffer `skew` bytes past a 64-byte boundary:
+            // unaligned sources and outputs, and the two-data-strip recovery from there.
+            for skew in [1usize, 8, 17, 63] {
+                let n = r.data.len();
+                let mut buf = vec![0u8; (n + 2) * len + 128];
+                let base = buf.as_ptr().align_offset(64) + skew;
+                let stripe = &mut buf[base..base + (n + 2) * len];
+                for (c, d) in stripe.chunks_exact_mut(len).zip(&r.data) {
+                    c.copy_from_slice(d);
+                }
+                let (d, pq) = stripe.split_at_mut(n * len);
+                let (p, q) = pq.split_at_mut(len);
+                let refs: Vec<&[u8]> = d.chunks_exact(len).collect();
+                parity::gen_pq_with(k, &refs, p, q).unwrap();
+                assert!(
+                    *p == *r.p && *q == *r.q,
+                    "{k:?} skew {skew}, line {}",
+                    r.line
+                );
+                let mut cols: Vec<&mut [u8]> = stripe.chunks_exact_mut(len).collect();
+                cols[0].fill(0);
+                cols[n - 1].fill(0);
+                parity::reconstruct_with(k, &mut cols, Scheme::PQ, &[0, n - 1]).unwrap();
+                assert!(
+                    *cols[0] == *r.data[0] && *cols[n - 1] == *r.data[n - 1],
+                    "{k:?} skew {skew} recovery, line {}",
+                    r.line
+                );
+            }
         }
         checked += 1;
     }
@@ -244,6 +273,29 @@ fn crc32c_matches_isal() {
         }
         let want = u32::from_str_radix(want, 16).unwrap();
         assert_eq!(crc32c(&data), want, "line {}", i + 1);
+        // Every path this CPU has, at every start offset within a 64-byte line (a copy of the
+        // record placed there), whole and appended in two pieces.
+        for path in Crc32cPath::supported() {
+            for skew in 0..64 {
+                let mut buf = vec![0u8; data.len() + 64];
+                buf[skew..skew + data.len()].copy_from_slice(&data);
+                let d = &buf[skew..skew + data.len()];
+                assert_eq!(
+                    crc32c_append_with(path, 0, d),
+                    want,
+                    "{path:?} skew {skew}, line {}",
+                    i + 1
+                );
+                let (a, b) = d.split_at(d.len() / 2);
+                let first = crc32c_append_with(path, 0, a);
+                assert_eq!(
+                    crc32c_append_with(path, first, b),
+                    want,
+                    "{path:?} skew {skew} in two pieces, line {}",
+                    i + 1
+                );
+            }
+        }
         assert_eq!(
             raidcore::checksum::crc32c_portable(&data),
             want,

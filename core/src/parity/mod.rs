@@ -139,6 +139,10 @@ enum Id {
     Ssse3,
     #[cfg(all(target_arch = "x86_64", not(raidcore_force_portable)))]
     Avx2,
+    #[cfg(all(target_arch = "x86_64", not(raidcore_force_portable)))]
+    Avx512bw,
+    #[cfg(all(target_arch = "x86_64", not(raidcore_force_portable)))]
+    Gfni,
     #[cfg(all(target_arch = "aarch64", not(raidcore_force_portable)))]
     Neon,
 }
@@ -160,7 +164,8 @@ impl Kernel {
     /// The portable kernel, available on every target.
     pub const PORTABLE: Kernel = Kernel(Id::Portable);
 
-    /// Short name: `portable`, `ssse3`, `avx2` or `neon`.
+    /// Short name: `portable`, `ssse3`, `avx2`, `avx512bw`, `gfni` (AVX-512BW with GFNI) or
+    /// `neon`.
     #[must_use]
     pub const fn name(self) -> &'static str {
         match self.0 {
@@ -169,6 +174,10 @@ impl Kernel {
             Id::Ssse3 => "ssse3",
             #[cfg(all(target_arch = "x86_64", not(raidcore_force_portable)))]
             Id::Avx2 => "avx2",
+            #[cfg(all(target_arch = "x86_64", not(raidcore_force_portable)))]
+            Id::Avx512bw => "avx512bw",
+            #[cfg(all(target_arch = "x86_64", not(raidcore_force_portable)))]
+            Id::Gfni => "gfni",
             #[cfg(all(target_arch = "aarch64", not(raidcore_force_portable)))]
             Id::Neon => "neon",
         }
@@ -183,6 +192,10 @@ impl Kernel {
             x86::has_ssse3().then_some(Kernel(Id::Ssse3)),
             #[cfg(all(target_arch = "x86_64", not(raidcore_force_portable)))]
             x86::has_avx2().then_some(Kernel(Id::Avx2)),
+            #[cfg(all(target_arch = "x86_64", not(raidcore_force_portable)))]
+            x86::has_avx512bw().then_some(Kernel(Id::Avx512bw)),
+            #[cfg(all(target_arch = "x86_64", not(raidcore_force_portable)))]
+            x86::has_gfni().then_some(Kernel(Id::Gfni)),
             #[cfg(all(target_arch = "aarch64", not(raidcore_force_portable)))]
             cfg!(target_feature = "neon").then_some(Kernel(Id::Neon)),
         ]
@@ -200,24 +213,11 @@ impl Kernel {
             any(feature = "std", test)
         ))]
         {
-            use core::sync::atomic::{AtomicU8, Ordering};
-            // 0: not detected yet; 1 + index into `supported()` order otherwise.
+            use core::sync::atomic::AtomicU8;
+            // Every x86-64 kernel, in the order of `supported()`.
+            const ALL: [Id; 5] = [Id::Portable, Id::Ssse3, Id::Avx2, Id::Avx512bw, Id::Gfni];
             static CACHE: AtomicU8 = AtomicU8::new(0);
-            match CACHE.load(Ordering::Relaxed) {
-                1 => Kernel::PORTABLE,
-                2 => Kernel(Id::Ssse3),
-                3 => Kernel(Id::Avx2),
-                _ => {
-                    let k = Self::best();
-                    let code = match k.0 {
-                        Id::Portable => 1,
-                        Id::Ssse3 => 2,
-                        Id::Avx2 => 3,
-                    };
-                    CACHE.store(code, Ordering::Relaxed);
-                    k
-                }
-            }
+            Kernel(cached_choice(&CACHE, &ALL, || Self::best().0))
         }
         #[cfg(not(all(
             all(target_arch = "x86_64", not(raidcore_force_portable)),
@@ -231,6 +231,31 @@ impl Kernel {
     }
 }
 
+/// The choice `detect` makes, made once: `cache` holds 0 until then, 1 + its index in `all`
+/// after (a choice not in `all` is not cached). Shared by the parity kernels and the CRC-32C
+/// paths ([`crate::checksum`]).
+#[cfg(all(
+    all(target_arch = "x86_64", not(raidcore_force_portable)),
+    any(feature = "std", test)
+))]
+pub(crate) fn cached_choice<T: Copy + PartialEq>(
+    cache: &core::sync::atomic::AtomicU8,
+    all: &[T],
+    detect: impl FnOnce() -> T,
+) -> T {
+    use core::sync::atomic::Ordering::Relaxed;
+    // Relaxed: two threads that both detect store the same value.
+    let code = usize::from(cache.load(Relaxed));
+    if let Some(&c) = code.checked_sub(1).and_then(|i| all.get(i)) {
+        return c;
+    }
+    let c = detect();
+    if let Some(i) = all.iter().position(|&x| x == c) {
+        cache.store(u8::try_from(i + 1).unwrap_or(0), Relaxed);
+    }
+    c
+}
+
 /// Calls the same inner-loop function of whichever kernel `$k` names.
 macro_rules! dispatch {
     ($k:expr, $f:ident($($arg:expr),* $(,)?)) => {
@@ -240,6 +265,10 @@ macro_rules! dispatch {
             Id::Ssse3 => x86::ssse3::$f($($arg),*),
             #[cfg(all(target_arch = "x86_64", not(raidcore_force_portable)))]
             Id::Avx2 => x86::avx2::$f($($arg),*),
+            #[cfg(all(target_arch = "x86_64", not(raidcore_force_portable)))]
+            Id::Avx512bw => x86::avx512bw::$f($($arg),*),
+            #[cfg(all(target_arch = "x86_64", not(raidcore_force_portable)))]
+            Id::Gfni => x86::gfni::$f($($arg),*),
             #[cfg(all(target_arch = "aarch64", not(raidcore_force_portable)))]
             Id::Neon => aarch64::neon::$f($($arg),*),
         }
@@ -554,7 +583,8 @@ mod tests {
     fn pq_matches_definition() {
         for k in Kernel::supported() {
             for n in [1usize, 2, 3, 5, 16, 30] {
-                for len in [8usize, 64, 72, 136, 4096, 4104] {
+                // Around the 64-, 128- and 256-byte blocks of the SIMD kernels, with tails.
+                for len in [8usize, 64, 72, 136, 248, 256, 264, 520, 4096, 4104] {
                     let data: Vec<Vec<u8>> = (0..n)
                         .map(|i| {
                             let mut v = vec![0; len];
@@ -654,16 +684,39 @@ mod tests {
     #[test]
     #[cfg(all(target_arch = "x86_64", not(raidcore_force_portable)))]
     fn every_kernel_this_cpu_has_is_offered() {
+        use std::is_x86_feature_detected as has;
         let names: Vec<&str> = Kernel::supported().map(Kernel::name).collect();
         assert_eq!(names[0], "portable");
-        assert_eq!(
-            names.contains(&"ssse3"),
-            std::is_x86_feature_detected!("ssse3")
-        );
-        assert_eq!(
-            names.contains(&"avx2"),
-            std::is_x86_feature_detected!("avx2")
-        );
+        let expected = [
+            ("ssse3", has!("ssse3")),
+            ("avx2", has!("avx2")),
+            ("avx512bw", has!("avx512bw")),
+            ("gfni", has!("avx512bw") && has!("gfni")),
+        ];
+        for (name, cpu_has) in expected {
+            assert_eq!(names.contains(&name), cpu_has, "{name}");
+            if !cpu_has {
+                std::println!("skipped: this CPU lacks what the {name} kernel needs");
+            }
+        }
+    }
+
+    /// Each kernel's multiplication by a constant (the recovery paths' only use of it) gives
+    /// c·x for every c and x: `from_q` over no sources is c·Q_stored. 520 bytes: two 256-byte
+    /// blocks and a tail.
+    #[test]
+    fn every_kernel_multiplies_by_every_constant() {
+        let q: Vec<u8> = (0..520usize).map(|i| (i * 7 + i / 256) as u8).collect();
+        let none: [&[u8]; 0] = [];
+        for k in Kernel::supported() {
+            let mut out = vec![0u8; q.len()];
+            for c in 0..=255u8 {
+                dispatch!(k, from_q(&none, 0, &q, c, &mut out));
+                for (i, (&o, &x)) in out.iter().zip(&q).enumerate() {
+                    assert_eq!(o, gf256::mul(c, x), "{k:?} {c:#04x}·{x:#04x} at {i}");
+                }
+            }
+        }
     }
 
     #[test]
