@@ -1,0 +1,8 @@
+//! # raidcore-host: raidcore on a Linux host
+//!
+//! The product part of the host tools: what an operator runs on real files. It never uses the
+//! simulator (`raidcore-sim` depends on this crate, not the reverse; `tests/layering.rs` checks
+//! the manifest).
+//!
+//! - [`disk`]: disk-image files ([`disk::FileDisk`]) and the data-less disk layouts are tried on.
+pub mod disk;
