@@ -5,4 +5,7 @@
 //! the manifest).
 //!
 //! - [`disk`]: disk-image files ([`disk::FileDisk`]) and the data-less disk layouts are tried on.
+//! - [`nbd`]: the NBD server (protocol, sessions, sockets and threads, statistics) over any
+//!   [`nbd::Backend`].
 pub mod disk;
+pub mod nbd;
