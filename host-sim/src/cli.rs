@@ -25,11 +25,11 @@ use crate::model::ModelKind;
 use crate::nbd::{self, ServeConfig};
 use crate::nbd_backend::PoolBackend;
 use crate::plot;
-use crate::pooldir::{
-    CreateOptions, DirPool, HwOptions, format_bytes, parse_level, parse_model, parse_size,
-};
+use crate::pooldir::{CreateOptions, DirPool, HwOptions, parse_level, parse_model};
 use crate::workload::data::DataKind;
 use crate::workload::{WorkloadKind, WorkloadSpec};
+use raidcore_host::dir::ImageRole;
+use raidcore_host::units::{format_bytes, parse_size};
 
 /// raidcore host simulator: pools on disk images, NBD export, workloads, the demo.
 #[derive(Debug, Parser)]
@@ -490,7 +490,7 @@ fn warn_not_online(dp: &mut DirPool) {
         out.join(", "),
         st.spares
     );
-    for i in st.images.iter().filter(|i| i.role == "stale") {
+    for i in st.images.iter().filter(|i| i.role == ImageRole::Stale) {
         eprintln!(
             "raidcore-sim: warning: left out: {} ({})",
             i.file,

@@ -29,11 +29,12 @@ use serde_json::json;
 
 use crate::clock::{NS_PER_MS, NS_PER_S};
 use crate::model::ModelKind;
-use crate::pooldir::{CreateOptions, DirPool, HwOptions, format_bytes, model_name};
+use crate::pooldir::{CreateOptions, DirPool, HwOptions, model_name};
 use crate::report::{Report, RunReport};
 use crate::runner::{self, FailPlan, RunConfig, RunResult};
 use crate::workload::data::{DataKind, DataSource};
 use crate::workload::{WorkloadKind, WorkloadSpec};
+use raidcore_host::units::format_bytes;
 
 /// Everything a demo or bench run is made of.
 #[derive(Debug, Clone)]

@@ -16,137 +16,32 @@
 //! [`DirPool::create_in_memory`] builds the same pool on memory disks instead, with no
 //! directory (for benchmarks that compare against RAM-backed servers).
 
-use std::fmt;
 use std::fs;
-use std::io;
 use std::path::{Path, PathBuf};
 
-use raidcore::format::{Role, Superblock};
-use raidcore::pool::{
-    ImportOptions, ImportReport, IoError, LunError, OpenError, Pool, PoolConfig, Status,
-    read_superblock,
-};
-use raidcore::raid::{DiskState, Level};
-use raidcore_hal::{BlockSize, ErrorKind};
-use serde::{Deserialize, Serialize};
-
 use crate::clock::{IoTracker, SimClock};
-use crate::disk::{FileDisk, FileDiskOptions, MemDisk, NullDisk, SimDisk, SimError};
+use crate::disk::{FileDisk, FileDiskOptions, MemDisk, NullDisk, SimDisk};
 use crate::fault::{FaultConfig, MemberHandles, SimMember, sim_member};
 use crate::model::ModelKind;
-
-/// Most member + spare disks of a simulator pool.
-pub const MAX_DISKS: usize = 16;
-/// Most LUNs of a simulator pool.
-pub const MAX_LUNS: usize = 16;
-/// Map cache pages of a simulator pool (4032 arena bytes each).
-pub const MAP_PAGES: usize = 256;
-/// Open extents (write streams) of a simulator pool.
-pub const OPEN_EXTENTS: usize = 16;
+use raidcore::format::{Role, Superblock};
+use raidcore::pool::{ImportOptions, ImportReport, OpenError, PoolConfig, read_superblock};
+use raidcore::raid::{DiskState, Level};
+use raidcore_hal::{BlockSize, ErrorKind};
+use raidcore_host::dir::error::io_err;
+use raidcore_host::dir::layout::{read_meta, write_meta};
+use raidcore_host::dir::lock::{DirLock, in_use_or_disk, lock_dir};
+pub use raidcore_host::dir::{
+    DirError, DirMeta, HostPool, ImageInfo, ImageRole, LOCK_FILE, MAX_DISKS, MAX_LUNS, META_FILE,
+    REPLACED_DIR, image_name, list_images,
+};
+use raidcore_host::status::{DirStatus, disk_state_name};
 
 /// The pool type the simulator uses: [`SimMember`] disks, a `Vec<u8>` arena.
-pub type SimPool = Pool<SimMember, Vec<u8>, MAX_DISKS, MAX_LUNS, MAP_PAGES, OPEN_EXTENTS>;
+pub type SimPool = HostPool<SimMember>;
 
-/// Name of the description file in a pool directory.
-pub const META_FILE: &str = "raidcore-sim.json";
-
-/// File name of image number `n`.
-#[must_use]
-pub fn image_name(n: usize) -> String {
-    format!("disk{n}.img")
-}
-
-/// Why a pool directory could not be created, opened or changed.
-#[derive(Debug)]
-pub enum DirError {
-    /// A file-system operation failed.
-    Io {
-        /// What was being done.
-        what: String,
-        /// The cause.
-        err: io::Error,
-    },
-    /// A simulated disk refused (creating or opening an image).
-    Disk {
-        /// The image.
-        path: PathBuf,
-        /// The cause.
-        err: SimError,
-    },
-    /// The pool could not be imported.
-    Open(OpenError),
-    /// The pool could not be created (its layout on these disks).
-    Create(OpenError),
-    /// A data-path or management call of the pool failed.
-    Pool(IoError),
-    /// A LUN could not be created.
-    Lun(LunError),
-    /// The request does not make sense; the text says why. Nothing was changed.
-    Invalid(String),
-    /// Another process has the pool (its directory or an image) open; the text names which.
-    /// Nothing was changed.
-    InUse(String),
-}
-
-impl fmt::Display for DirError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            DirError::Io { what, err } => write!(f, "{what}: {err}"),
-            DirError::Disk { path, err } => write!(f, "{}: {err}", path.display()),
-            DirError::Open(e) => write!(f, "opening the pool: {e}"),
-            DirError::Create(e) => write!(f, "creating the pool: {e}"),
-            DirError::Pool(e) => write!(f, "pool: {e}"),
-            DirError::Lun(e) => write!(f, "creating a LUN: {e}"),
-            DirError::Invalid(s) | DirError::InUse(s) => f.write_str(s),
-        }
-    }
-}
-
-impl std::error::Error for DirError {}
-
-impl From<IoError> for DirError {
-    fn from(e: IoError) -> Self {
-        DirError::Pool(e)
-    }
-}
-
-impl From<OpenError> for DirError {
-    fn from(e: OpenError) -> Self {
-        DirError::Open(e)
-    }
-}
-
-fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> DirError {
-    let what = what.into();
-    move |err| DirError::Io { what, err }
-}
-
-/// What `raidcore-sim.json` records: what is needed to open the images before their
-/// superblocks can be read, and the device model they are timed with.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DirMeta {
-    /// Block size of every image, in bytes (512 or 4096).
-    pub block_bytes: usize,
-    /// Device model name (see [`ModelKind`]).
-    pub model: String,
-    /// Images created with the pool (members + spares); informational.
-    pub images: usize,
-}
-
-impl DirMeta {
-    fn block_size(&self) -> Result<BlockSize, DirError> {
-        match self.block_bytes {
-            512 => Ok(BlockSize::B512),
-            4096 => Ok(BlockSize::B4096),
-            b => Err(DirError::Invalid(format!(
-                "{META_FILE}: block size {b} is neither 512 nor 4096"
-            ))),
-        }
-    }
-
-    fn model_kind(&self) -> Result<ModelKind, DirError> {
-        parse_model(&self.model).map_err(DirError::Invalid)
-    }
+/// The device model `meta` records.
+fn model_kind(meta: &DirMeta) -> Result<ModelKind, DirError> {
+    parse_model(&meta.model).map_err(DirError::Invalid)
 }
 
 /// Parses a device model name: the names of [`ModelKind`] and the short forms `memory`
@@ -190,49 +85,6 @@ pub fn parse_level(s: &str) -> Result<Level, String> {
         _ => Err(format!(
             "unknown RAID level {s:?} (expected raid0, raid1, raid10, raid5 or raid6)"
         )),
-    }
-}
-
-/// Parses a size in bytes with an optional binary suffix: `4096`, `64K`, `256M`, `1G`, `2T`
-/// (also `KiB`, `MiB`, … and lower case). Errors on overflow, zero is allowed.
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (num, suffix) = t.split_at(digits);
-    if num.is_empty() {
-        return Err(format!(
-            "bad size {s:?}: expected a number with an optional K/M/G/T suffix"
-        ));
-    }
-    let n: u64 = num.parse().map_err(|e| format!("bad size {s:?}: {e}"))?;
-    let shift = match suffix.to_ascii_lowercase().as_str() {
-        "" | "b" => 0,
-        "k" | "kb" | "kib" => 10,
-        "m" | "mb" | "mib" => 20,
-        "g" | "gb" | "gib" => 30,
-        "t" | "tb" | "tib" => 40,
-        _ => return Err(format!("bad size suffix in {s:?} (use K, M, G or T)")),
-    };
-    n.checked_mul(1u64 << shift)
-        .ok_or_else(|| format!("size {s:?} is too large"))
-}
-
-/// Formats bytes with a binary unit (`256 MiB`, `1.5 GiB`).
-#[must_use]
-pub fn format_bytes(b: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = b as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u + 1 < UNITS.len() {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{b} B")
-    } else if (v - v.round()).abs() < 0.005 {
-        format!("{v:.0} {}", UNITS[u])
-    } else {
-        format!("{v:.2} {}", UNITS[u])
     }
 }
 
@@ -288,22 +140,6 @@ pub struct CreateOptions {
     pub overwrite: bool,
 }
 
-/// Where each image stands, as [`DirPool`] found it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ImageInfo {
-    /// Image number (`disk<number>.img`).
-    pub number: usize,
-    /// File name.
-    pub file: String,
-    /// `member`, `spare`, or `stale` (left out: the pool moved on without it, it holds no
-    /// superblock of this pool, or its size makes it unusable).
-    pub role: String,
-    /// Member slot it fills, for members.
-    pub slot: Option<usize>,
-    /// Why it was left out, for stale images.
-    pub note: Option<String>,
-}
-
 /// A pool open on the images of a directory, with the simulated hardware under it.
 #[derive(Debug)]
 pub struct DirPool {
@@ -329,47 +165,6 @@ pub struct DirPool {
     lock: Option<DirLock>,
 }
 
-fn read_meta(dir: &Path) -> Result<DirMeta, DirError> {
-    let p = dir.join(META_FILE);
-    let text = fs::read_to_string(&p).map_err(io_err(format!(
-        "reading {} (is {} a pool directory made by `raidcore-sim create`?)",
-        p.display(),
-        dir.display()
-    )))?;
-    serde_json::from_str(&text)
-        .map_err(|e| DirError::Invalid(format!("{}: not a valid description: {e}", p.display())))
-}
-
-fn write_meta(dir: &Path, meta: &DirMeta) -> Result<(), DirError> {
-    let p = dir.join(META_FILE);
-    let mut text = serde_json::to_string_pretty(meta)
-        .map_err(|e| DirError::Invalid(format!("encoding {META_FILE}: {e}")))?;
-    text.push('\n');
-    fs::write(&p, text).map_err(io_err(format!("writing {}", p.display())))
-}
-
-/// Image numbers present in `dir` (files named exactly `disk<number>.img`), ascending.
-pub fn list_images(dir: &Path) -> Result<Vec<usize>, DirError> {
-    let mut out = Vec::new();
-    for entry in fs::read_dir(dir).map_err(io_err(format!("listing {}", dir.display())))? {
-        let entry = entry.map_err(io_err(format!("listing {}", dir.display())))?;
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else { continue };
-        if let Some(num) = name
-            .strip_prefix("disk")
-            .and_then(|r| r.strip_suffix(".img"))
-            && !num.is_empty()
-            && num.bytes().all(|b| b.is_ascii_digit())
-            && let Ok(n) = num.parse::<usize>()
-            && image_name(n) == name
-        {
-            out.push(n);
-        }
-    }
-    out.sort_unstable();
-    Ok(out)
-}
-
 /// Builds the simulated member over `disk`.
 fn member(
     disk: impl Into<SimDisk>,
@@ -387,80 +182,6 @@ fn member(
         clock,
         tracker,
     )
-}
-
-/// Name of the lock file in a pool directory. A [`DirPool`] holds its exclusive advisory lock
-/// (`flock(2)`) while it lives, so two processes never have one pool open, and `create` never
-/// replaces a pool a server is exporting. The file itself is empty and stays.
-pub const LOCK_FILE: &str = ".raidcore-sim.lock";
-
-/// Subdirectory of a pool directory where `create --force` keeps the old pool until the new one
-/// is made (and from where it puts it back if making the new one fails).
-pub const REPLACED_DIR: &str = ".replaced-pool";
-
-/// What a lock refusal says.
-fn in_use_message(what: &Path) -> String {
-    format!(
-        "{} is locked: another raidcore-sim process (a server, or a command still running) has \
-         this pool open; stop it first",
-        what.display()
-    )
-}
-
-/// The held lock of a pool directory; released when dropped.
-#[derive(Debug)]
-struct DirLock(fs::File);
-
-impl Drop for DirLock {
-    /// Unlocks explicitly (see [`FileDisk`]'s `Drop`): a child forked by another thread holds
-    /// a copy of the descriptor until it execs, and closing ours would leave the lock held.
-    fn drop(&mut self) {
-        let _ = self.0.unlock();
-    }
-}
-
-/// Takes the exclusive lock of the pool directory `dir` ([`LOCK_FILE`], made if missing).
-fn lock_dir(dir: &Path) -> Result<DirLock, DirError> {
-    let p = dir.join(LOCK_FILE);
-    let f = fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&p)
-        .map_err(io_err(format!("opening the lock file {}", p.display())))?;
-    lock_opened(dir, f)
-}
-
-/// Locks `f`, the lock file of `dir` as opened earlier, if it is still the file the path names.
-/// A failed `create` unlinks the lock file of the directory it made (holding the lock); a
-/// process that opened the file before that and locks it after would hold a lock on a file no
-/// one else can find, so it refuses instead.
-fn lock_opened(dir: &Path, f: fs::File) -> Result<DirLock, DirError> {
-    use std::os::unix::fs::MetadataExt;
-    let p = dir.join(LOCK_FILE);
-    match f.try_lock() {
-        Ok(()) => {
-            let same = match (f.metadata(), fs::metadata(&p)) {
-                (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
-                _ => false,
-            };
-            if same {
-                Ok(DirLock(f))
-            } else {
-                Err(DirError::InUse(format!(
-                    "{} changed while this command locked it (another raidcore-sim process \
-                     created or removed a pool there); try again",
-                    dir.display()
-                )))
-            }
-        }
-        Err(fs::TryLockError::WouldBlock) => Err(DirError::InUse(in_use_message(dir))),
-        Err(fs::TryLockError::Error(err)) => Err(DirError::Io {
-            what: format!("locking {}", p.display()),
-            err,
-        }),
-    }
 }
 
 /// `e`, a failure to read the description of `dir`, explained where possible: the pool is in
@@ -484,15 +205,6 @@ fn missing_meta(dir: &Path, e: DirError, probe_lock: bool) -> DirError {
         ));
     }
     e
-}
-
-/// An image's refusal, as [`DirError::InUse`] when it is a lock.
-fn in_use_or_disk(path: PathBuf, err: SimError) -> DirError {
-    if FileDisk::is_in_use(&err) {
-        DirError::InUse(in_use_message(&path))
-    } else {
-        DirError::Disk { path, err }
-    }
 }
 
 /// Moves the files `names` back from `aside` into `dir` and removes `aside`; true if all of
@@ -781,7 +493,11 @@ impl DirPool {
             images.push(ImageInfo {
                 number: n,
                 file: image_name(n),
-                role: if is_member { "member" } else { "spare" }.to_string(),
+                role: if is_member {
+                    ImageRole::Member
+                } else {
+                    ImageRole::Spare
+                },
                 slot: is_member.then_some(n),
                 note: None,
             });
@@ -834,7 +550,7 @@ impl DirPool {
         let bs = meta.block_size()?;
         let model = match hw.model {
             Some(m) => m,
-            None => meta.model_kind()?,
+            None => model_kind(&meta)?,
         };
         let numbers = list_images(dir)?;
         if numbers.is_empty() {
@@ -865,7 +581,7 @@ impl DirPool {
                     unusable.push(ImageInfo {
                         number: n,
                         file: image_name(n),
-                        role: "stale".into(),
+                        role: ImageRole::Stale,
                         slot: None,
                         note: Some("unusable: its length is no whole number of blocks".into()),
                     });
@@ -934,7 +650,7 @@ impl DirPool {
                 && let Some(&n) = order.get(usize::from(*idx))
                 && let Some(i) = images.iter_mut().find(|i| i.number == n)
             {
-                i.role = "stale".into();
+                i.role = ImageRole::Stale;
                 i.slot = None;
                 i.note =
                     Some("unusable: smaller than the pool's members, or another block size".into());
@@ -959,7 +675,7 @@ impl DirPool {
     pub fn image_of_slot(&self, slot: usize) -> Option<usize> {
         self.images
             .iter()
-            .find(|i| i.role == "member" && i.slot == Some(slot))
+            .find(|i| i.role == ImageRole::Member && i.slot == Some(slot))
             .map(|i| i.number)
     }
 
@@ -1017,16 +733,20 @@ impl DirPool {
     /// from the end of its list, which follows image order, so the highest-numbered spare.
     pub fn note_failed(&mut self, slot: usize, spares_before: usize) {
         for i in &mut self.images {
-            if i.role == "member" && i.slot == Some(slot) {
-                i.role = "stale".into();
+            if i.role == ImageRole::Member && i.slot == Some(slot) {
+                i.role = ImageRole::Stale;
                 i.slot = None;
                 i.note = Some(format!("failed member of slot {slot}"));
             }
         }
         if usize::from(self.pool.status().spares) < spares_before
-            && let Some(i) = self.images.iter_mut().rev().find(|i| i.role == "spare")
+            && let Some(i) = self
+                .images
+                .iter_mut()
+                .rev()
+                .find(|i| i.role == ImageRole::Spare)
         {
-            i.role = "member".into();
+            i.role = ImageRole::Member;
             i.slot = Some(slot);
         }
     }
@@ -1060,7 +780,7 @@ impl DirPool {
         let size = self
             .images
             .iter()
-            .filter(|i| i.role != "stale")
+            .filter(|i| i.role != ImageRole::Stale)
             .find_map(|i| fs::metadata(self.dir.join(&i.file)).ok().map(|m| m.len()))
             .ok_or_else(|| DirError::Invalid("cannot size the new image".into()))?;
         let failed_image = self
@@ -1106,7 +826,7 @@ impl DirPool {
         self.images.push(ImageInfo {
             number,
             file: image_name(number),
-            role: "member".into(),
+            role: ImageRole::Member,
             slot: Some(slot),
             note: None,
         });
@@ -1159,85 +879,7 @@ impl DirPool {
 
     /// What `status` prints, from the pool's [`Status`] and LUN table.
     pub fn status(&mut self) -> DirStatus {
-        let st: Status = self.pool.status();
-        let stats = self.pool.stats();
-        let geo = *self.pool.array().geometry();
-        let disks = st
-            .disks
-            .iter()
-            .map(|d| {
-                let slot = usize::from(d.slot);
-                DiskReport {
-                    index: slot,
-                    state: disk_state_name(d.state).to_string(),
-                    present: d.present,
-                    image: d
-                        .present
-                        .then(|| self.image_of_slot(slot))
-                        .flatten()
-                        .map(image_name),
-                    errors: ErrorCounts {
-                        read: d.errors.read,
-                        write: d.errors.write,
-                        medium: d.errors.medium,
-                        transient: d.errors.transient,
-                        checksum: d.errors.checksum,
-                        repaired: d.errors.repaired,
-                    },
-                }
-            })
-            .collect();
-        let luns = self
-            .pool
-            .luns()
-            .map(|l| LunReport {
-                id: l.id,
-                name: l.name.as_str().to_string(),
-                size_bytes: l.blocks * 4096,
-                logical_bytes: l.logical_bytes,
-                physical_bytes: l.physical_bytes,
-                stored_bytes: l.stored_bytes,
-                parity_bytes: l.parity_bytes,
-            })
-            .collect();
-        DirStatus {
-            dir: self.dir.display().to_string(),
-            health: st.health.name().to_string(),
-            level: geo.level().name().to_string(),
-            strip_bytes: geo.strip_bytes() as u64,
-            model: self.meta.model.clone(),
-            disks,
-            spares: usize::from(st.spares),
-            images: self.images.clone(),
-            rebuild: st.rebuild.map(|(slot, done, total)| Progress {
-                disk: Some(usize::from(slot)),
-                done,
-                total,
-            }),
-            scrub: st.scrub.map(|(next, total)| Progress {
-                disk: None,
-                done: u64::from(next),
-                total: u64::from(total),
-            }),
-            scrub_repaired_blocks: st.scrub_repaired,
-            scrub_unrepairable_blocks: st.scrub_unrepairable,
-            bad_ranges: st.bad_ranges,
-            luns,
-            usable_bytes: self.pool.usable_bytes(),
-            live_bytes: stats.live_bytes,
-            compression_ratio: stats.compression_ratio(),
-            root_gen: st.root_gen,
-        }
-    }
-}
-
-/// Lower-case name of a member state.
-#[must_use]
-pub const fn disk_state_name(s: DiskState) -> &'static str {
-    match s {
-        DiskState::Online => "online",
-        DiskState::Failed => "failed",
-        DiskState::Rebuilding => "rebuilding",
+        DirStatus::of(&mut self.pool, &self.dir, &self.meta, &self.images)
     }
 }
 
@@ -1270,7 +912,7 @@ fn classify(found: &[(usize, FileDisk, Option<Superblock>)]) -> Vec<ImageInfo> {
             let mut info = ImageInfo {
                 number: *n,
                 file: image_name(*n),
-                role: "stale".into(),
+                role: ImageRole::Stale,
                 slot: None,
                 note: None,
             };
@@ -1285,11 +927,11 @@ fn classify(found: &[(usize, FileDisk, Option<Superblock>)]) -> Vec<ImageInfo> {
                         if new.members[slot].state == DiskState::Failed {
                             info.note = Some(format!("failed member of slot {slot}"));
                         } else {
-                            info.role = "member".into();
+                            info.role = ImageRole::Member;
                             info.slot = Some(slot);
                         }
                     } else if new.spares.contains(&sb.disk_guid) {
-                        info.role = "spare".into();
+                        info.role = ImageRole::Spare;
                     } else {
                         let was = match sb.role {
                             Role::Member(s) => format!("former member of slot {s}"),
@@ -1304,263 +946,9 @@ fn classify(found: &[(usize, FileDisk, Option<Superblock>)]) -> Vec<ImageInfo> {
         .collect()
 }
 
-/// Error counters of one member, as `status` reports them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct ErrorCounts {
-    /// Failed reads.
-    pub read: u32,
-    /// Failed writes.
-    pub write: u32,
-    /// Latent sector errors.
-    pub medium: u32,
-    /// Retryable errors.
-    pub transient: u32,
-    /// Checksum mismatches.
-    pub checksum: u32,
-    /// Blocks repaired.
-    pub repaired: u32,
-}
-
-/// One member slot in [`DirStatus`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct DiskReport {
-    /// Member slot.
-    pub index: usize,
-    /// `online`, `failed` or `rebuilding`.
-    pub state: String,
-    /// A disk is in the slot.
-    pub present: bool,
-    /// The image file in the slot, if known.
-    pub image: Option<String>,
-    /// Error counters since the pool was opened.
-    pub errors: ErrorCounts,
-}
-
-/// One LUN in [`DirStatus`]; sizes in bytes.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct LunReport {
-    /// LUN number.
-    pub id: u16,
-    /// Export name.
-    pub name: String,
-    /// Size.
-    pub size_bytes: u64,
-    /// Bytes mapped (written and not trimmed).
-    pub logical_bytes: u64,
-    /// Bytes its live extents take in the log (after compression, headers included).
-    pub physical_bytes: u64,
-    /// Stored payload bytes (after compression).
-    pub stored_bytes: u64,
-    /// Parity written for its physical bytes.
-    pub parity_bytes: u64,
-}
-
-/// Progress of a rebuild (in stripes) or scrub (in segments).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct Progress {
-    /// The member slot being rebuilt.
-    pub disk: Option<usize>,
-    /// Done so far.
-    pub done: u64,
-    /// In all.
-    pub total: u64,
-}
-
-/// What `raidcore-sim status` reports (like `zpool status`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct DirStatus {
-    /// The directory.
-    pub dir: String,
-    /// `online`, `degraded` or `faulted`.
-    pub health: String,
-    /// RAID level.
-    pub level: String,
-    /// Strip size in bytes.
-    pub strip_bytes: u64,
-    /// Device model of the images.
-    pub model: String,
-    /// Member slots.
-    pub disks: Vec<DiskReport>,
-    /// Hot spares waiting.
-    pub spares: usize,
-    /// Every image in the directory and its role.
-    pub images: Vec<ImageInfo>,
-    /// Rebuild in progress.
-    pub rebuild: Option<Progress>,
-    /// Scrub in progress.
-    pub scrub: Option<Progress>,
-    /// Blocks the last scrub repaired.
-    pub scrub_repaired_blocks: u64,
-    /// Blocks the last scrub could not repair.
-    pub scrub_unrepairable_blocks: u64,
-    /// LBA ranges known lost.
-    pub bad_ranges: usize,
-    /// LUNs.
-    pub luns: Vec<LunReport>,
-    /// Capacity clients can fill, in bytes.
-    pub usable_bytes: u64,
-    /// Live bytes in the log.
-    pub live_bytes: u64,
-    /// LZ4 ratio over every extent written (raw / stored).
-    pub compression_ratio: f64,
-    /// Generation of the last checkpoint.
-    pub root_gen: u64,
-}
-
-impl DirStatus {
-    /// The human-readable form, like `zpool status`.
-    #[must_use]
-    pub fn to_text(&self) -> String {
-        use std::fmt::Write as _;
-        let mut s = String::new();
-        let _ = writeln!(s, "  pool: {}", self.dir);
-        let _ = writeln!(s, " state: {}", self.health.to_uppercase());
-        let _ = writeln!(
-            s,
-            "layout: {} strip {}, {} disks, model {}",
-            self.level,
-            format_bytes(self.strip_bytes),
-            self.disks.len(),
-            self.model
-        );
-        if let Some(r) = self.rebuild.filter(|r| r.total == 0) {
-            let _ = writeln!(
-                s,
-                "  scan: rebuild of disk {} starting (resumes whenever the pool is used)",
-                r.disk.unwrap_or(0)
-            );
-        } else if let Some(r) = self.rebuild {
-            let _ = writeln!(
-                s,
-                "  scan: rebuilding disk {} — {} of {} stripes ({:.1} %)",
-                r.disk.unwrap_or(0),
-                r.done,
-                r.total,
-                pct(r.done, r.total)
-            );
-        } else if let Some(r) = self.scrub {
-            let _ = writeln!(
-                s,
-                "  scan: scrub in progress — segment {} of {} ({:.1} %)",
-                r.done,
-                r.total,
-                pct(r.done, r.total)
-            );
-        } else {
-            let _ = writeln!(
-                s,
-                "  scan: last scrub repaired {} blocks, {} unrepairable",
-                self.scrub_repaired_blocks, self.scrub_unrepairable_blocks
-            );
-        }
-        let _ = writeln!(s, "config:");
-        let _ = writeln!(
-            s,
-            "  {:<6} {:<12} {:<11} {:>5} {:>5} {:>6} {:>5} {:>5} {:>5}",
-            "DISK", "IMAGE", "STATE", "READ", "WRITE", "MEDIUM", "TRANS", "CKSUM", "REPR"
-        );
-        for d in &self.disks {
-            let _ = writeln!(
-                s,
-                "  {:<6} {:<12} {:<11} {:>5} {:>5} {:>6} {:>5} {:>5} {:>5}",
-                d.index,
-                d.image.as_deref().unwrap_or("-"),
-                d.state.to_uppercase(),
-                d.errors.read,
-                d.errors.write,
-                d.errors.medium,
-                d.errors.transient,
-                d.errors.checksum,
-                d.errors.repaired
-            );
-        }
-        let spares: Vec<&str> = self
-            .images
-            .iter()
-            .filter(|i| i.role == "spare")
-            .map(|i| i.file.as_str())
-            .collect();
-        let _ = writeln!(
-            s,
-            "spares: {} {}",
-            self.spares,
-            if spares.is_empty() {
-                String::new()
-            } else {
-                format!("({})", spares.join(", "))
-            }
-        );
-        for i in self.images.iter().filter(|i| i.role == "stale") {
-            let _ = writeln!(
-                s,
-                "  left out: {} ({})",
-                i.file,
-                i.note.as_deref().unwrap_or("stale")
-            );
-        }
-        if self.bad_ranges > 0 {
-            let _ = writeln!(s, "errors: {} LBA ranges lost", self.bad_ranges);
-        } else {
-            let _ = writeln!(s, "errors: no known data errors");
-        }
-        let _ = writeln!(
-            s,
-            "space: {} usable, {} live, compression {:.2}x",
-            format_bytes(self.usable_bytes),
-            format_bytes(self.live_bytes),
-            self.compression_ratio
-        );
-        let _ = writeln!(
-            s,
-            "  {:<4} {:<24} {:>11} {:>11} {:>11}",
-            "LUN", "NAME", "SIZE", "LOGICAL", "PHYSICAL"
-        );
-        for l in &self.luns {
-            let _ = writeln!(
-                s,
-                "  {:<4} {:<24} {:>11} {:>11} {:>11}",
-                l.id,
-                l.name,
-                format_bytes(l.size_bytes),
-                format_bytes(l.logical_bytes),
-                format_bytes(l.physical_bytes)
-            );
-        }
-        s
-    }
-}
-
-fn pct(a: u64, b: u64) -> f64 {
-    if b == 0 {
-        100.0
-    } else {
-        a as f64 * 100.0 / b as f64
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A lock file unlinked between a process's open and its lock (a failed `create` removing
-    /// the directory it made, while a newer lock file took its place) is refused: locking it
-    /// would give two processes "the" lock.
-    #[test]
-    fn a_lock_on_an_unlinked_lock_file_is_refused() {
-        let tmp = tempfile::tempdir().unwrap();
-        let dir = tmp.path();
-        let first = lock_dir(dir).unwrap();
-        let early = fs::File::open(dir.join(LOCK_FILE)).unwrap();
-        fs::remove_file(dir.join(LOCK_FILE)).unwrap();
-        drop(first);
-        let newer = lock_dir(dir).unwrap();
-        let refused = lock_opened(dir, early).unwrap_err();
-        assert!(matches!(refused, DirError::InUse(_)), "{refused}");
-        assert!(refused.to_string().contains("changed"), "{refused}");
-        drop(newer);
-        // The file the path names can be locked again.
-        lock_dir(dir).unwrap();
-    }
 
     #[test]
     fn a_pool_in_memory_serves_io_and_refuses_replace() {

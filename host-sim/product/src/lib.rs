@@ -5,7 +5,13 @@
 //! the manifest).
 //!
 //! - [`disk`]: disk-image files ([`disk::FileDisk`]) and the data-less disk layouts are tried on.
+//! - [`dir`]: a pool kept as disk images in a directory: names, the description file, locks.
+//! - [`status`]: what `status` reports, as text or JSON.
+//! - [`units`]: sizes with binary suffixes.
 //! - [`nbd`]: the NBD server (protocol, sessions, sockets and threads, statistics) over any
 //!   [`nbd::Backend`].
+pub mod dir;
 pub mod disk;
 pub mod nbd;
+pub mod status;
+pub mod units;
