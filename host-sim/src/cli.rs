@@ -23,12 +23,12 @@ use crate::clock::NS_PER_MS;
 use crate::demo::{self, SimOptions};
 use crate::model::ModelKind;
 use crate::nbd::{self, ServeConfig};
-use crate::nbd_backend::PoolBackend;
 use crate::plot;
-use crate::pooldir::{CreateOptions, DirPool, HwOptions, parse_level, parse_model};
+use crate::pooldir::{CreateOptions, DirPool, HwOptions, MemPool, parse_level, parse_model};
 use crate::workload::data::DataKind;
 use crate::workload::{WorkloadKind, WorkloadSpec};
 use raidcore_host::dir::ImageRole;
+use raidcore_host::nbd::pool::PoolBackend;
 use raidcore_host::units::{format_bytes, parse_size};
 
 /// raidcore host simulator: pools on disk images, NBD export, workloads, the demo.
@@ -499,16 +499,6 @@ fn warn_not_online(dp: &mut DirPool) {
     }
 }
 
-/// Segments for a new pool of `disks` disks of `disk_bytes`: the core's default, or more on
-/// large disks so a segment stays at most 1 GiB (segments above 4 GiB are refused, and the
-/// cleaner moves a whole segment's live data at a time). Each costs a few bytes of the host's
-/// arena and of every checkpoint.
-fn max_segments_for(disks: usize, disk_bytes: u64) -> u32 {
-    let raw = (disks as u64).saturating_mul(disk_bytes);
-    let by_size = u32::try_from(raw.div_ceil(1 << 30)).unwrap_or(u32::MAX);
-    PoolConfig::default().max_segments.max(by_size)
-}
-
 fn create(a: &CreateArgs) -> Result<(), Failure> {
     let block_size = match a.block_size {
         512 => BlockSize::B512,
@@ -527,7 +517,7 @@ fn create(a: &CreateArgs) -> Result<(), Failure> {
         config: PoolConfig {
             level: a.level,
             strip_bytes: strip,
-            max_segments: max_segments_for(a.disks, a.disk_size),
+            max_segments: raidcore_host::dir::create::max_segments_for(a.disks, a.disk_size),
             ..PoolConfig::default()
         },
         luns: a.luns,
@@ -535,7 +525,11 @@ fn create(a: &CreateArgs) -> Result<(), Failure> {
         uuid,
         overwrite: a.force,
     };
-    let mut dp = DirPool::create(&a.dir, &opts, a.model, &HwOptions::default())?;
+    let hw = HwOptions {
+        model: Some(a.model),
+        ..HwOptions::default()
+    };
+    let mut dp = DirPool::create(&a.dir, &opts, &hw)?;
     print_status(&mut dp, a.json)?;
     dp.close()?;
     Ok(())
@@ -570,12 +564,8 @@ fn fail(a: &FailArgs) -> Result<(), Failure> {
 }
 
 fn replace(a: &ReplaceArgs) -> Result<(), Failure> {
-    let hw = HwOptions {
-        model: Some(ModelKind::Instant),
-        ..HwOptions::default()
-    };
     let mut dp = open(&a.dir)?;
-    let n = dp.replace(a.disk, &hw)?;
+    let n = dp.replace(a.disk)?;
     eprintln!(
         "raidcore-sim: disk {} is now {}",
         a.disk,
@@ -910,9 +900,8 @@ fn bench_nbd(a: &BenchArgs) -> Result<(), Failure> {
     // Memory disks, as `nbdkit memory` keeps its disk in RAM: the comparison is of the servers,
     // not of the page cache. Built on the owner thread (a pool need not be `Send`).
     let server = nbd::Server::start(config, move || {
-        let dp = DirPool::create_in_memory(&opts, ModelKind::Instant, &hw)
-            .map_err(std::io::Error::other)?;
-        Ok(PoolBackend::new(dp))
+        let mp = MemPool::create(&opts, &hw).map_err(std::io::Error::other)?;
+        Ok(PoolBackend::new(mp))
     })?;
     let names: Vec<String> = server.exports().iter().map(|e| e.name.clone()).collect();
     let jobs: Vec<Job> = names

@@ -224,7 +224,11 @@ fn one_run(
         sync_on_flush: false,
         ..HwOptions::default()
     };
-    let mut dp = DirPool::create(dir, &create, opts.model, &hw).map_err(|e| e.to_string())?;
+    let with_model = HwOptions {
+        model: Some(opts.model),
+        ..hw
+    };
+    let mut dp = DirPool::create(dir, &create, &with_model).map_err(|e| e.to_string())?;
     let mut rng = ChaCha8Rng::seed_from_u64(opts.seed ^ 0xfa11);
     let slot = rng.random_range(0..opts.disks);
     let run_cfg = RunConfig {

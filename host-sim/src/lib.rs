@@ -14,7 +14,6 @@ pub mod disk;
 pub mod fault;
 pub mod model;
 pub mod nbd;
-pub mod nbd_backend;
 pub mod plot;
 pub mod pooldir;
 pub mod report;

@@ -70,7 +70,7 @@ impl From<OpenError> for DirError {
 }
 
 /// A mapper from an `io::Error` to [`DirError::Io`] saying what was being done.
-pub fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> DirError {
+pub(crate) fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> DirError {
     let what = what.into();
     move |err| DirError::Io { what, err }
 }

@@ -35,7 +35,7 @@ impl Drop for DirLock {
 ///
 /// Errors: [`DirError::InUse`] if another process holds it (or the lock file changed while
 /// this call locked it); [`DirError::Io`] if the file cannot be opened or locked.
-pub fn lock_dir(dir: &Path) -> Result<DirLock, DirError> {
+pub(crate) fn lock_dir(dir: &Path) -> Result<DirLock, DirError> {
     let p = dir.join(LOCK_FILE);
     let f = fs::OpenOptions::new()
         .read(true)
@@ -79,7 +79,7 @@ fn lock_opened(dir: &Path, f: fs::File) -> Result<DirLock, DirError> {
 }
 
 /// An image's refusal, as [`DirError::InUse`] when it is a lock.
-pub fn in_use_or_disk(path: PathBuf, err: DiskError) -> DirError {
+pub(crate) fn in_use_or_disk(path: PathBuf, err: DiskError) -> DirError {
     if FileDisk::is_in_use(&err) {
         DirError::InUse(in_use_message(&path))
     } else {

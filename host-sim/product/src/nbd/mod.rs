@@ -61,6 +61,7 @@
 
 pub mod backend;
 pub mod exec;
+pub mod pool;
 pub mod proto;
 pub mod server;
 pub mod session;
@@ -71,6 +72,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 pub use backend::{BLOCK, Backend, BackendError, BackendErrorKind, BackendResult, ExportInfo};
+pub use pool::{PoolBackend, ServedPool};
 pub use server::{ServeConfig, Server};
 pub use session::SessionLimits;
 pub use stats::{StatsFile, read_stats_file, render_status};
