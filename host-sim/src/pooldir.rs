@@ -9,7 +9,6 @@
 
 use std::path::PathBuf;
 
-use raidcore::raid::Level;
 use raidcore_host::dir::create::{check_layout, create_pool};
 pub use raidcore_host::dir::{
     CreateOptions, DirError, DirMeta, HostPool, ImageInfo, ImageRole, LOCK_FILE, MAX_DISKS,
@@ -53,23 +52,6 @@ pub const fn model_name(m: ModelKind) -> &'static str {
         ModelKind::SataSsd => "ssd",
         ModelKind::NvmeSsd => "nvme",
         ModelKind::SdCard => "sd",
-    }
-}
-
-/// Parses a RAID level name (`raid0`, `raid1`, `raid10`, `raid5`, `raid6`; the `raid` prefix is
-/// optional).
-pub fn parse_level(s: &str) -> Result<Level, String> {
-    let t = s.to_ascii_lowercase();
-    let t = t.strip_prefix("raid").unwrap_or(&t);
-    match t {
-        "0" => Ok(Level::Raid0),
-        "1" => Ok(Level::Raid1),
-        "10" => Ok(Level::Raid10),
-        "5" => Ok(Level::Raid5),
-        "6" => Ok(Level::Raid6),
-        _ => Err(format!(
-            "unknown RAID level {s:?} (expected raid0, raid1, raid10, raid5 or raid6)"
-        )),
     }
 }
 
