@@ -3,17 +3,19 @@
 //! replace, scrub; a pool recorded with a device model is served as plain files; a served pool
 //! refuses a second opener.
 
-use std::io::{BufRead, BufReader};
+mod support;
+
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Output, Stdio};
-use std::thread::JoinHandle;
+use std::process::{Command, Output};
 
 use serde_json::Value;
+use support::{Served, pattern, run_ok, tool};
 
-const GUARD_SECS: &str = "120";
+/// The `raidcore` binary.
+const RAIDCORE: &str = env!("CARGO_BIN_EXE_raidcore");
 
 fn raidcore(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_raidcore"))
+    Command::new(RAIDCORE)
         .args(args)
         .output()
         .expect("run raidcore")
@@ -21,14 +23,7 @@ fn raidcore(args: &[&str]) -> Output {
 
 /// Runs raidcore expecting success; returns its stdout.
 fn ok(args: &[&str]) -> String {
-    let o = raidcore(args);
-    assert!(
-        o.status.success(),
-        "raidcore {args:?} failed ({:?}): {}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8(o.stdout).unwrap()
+    String::from_utf8(run_ok(Command::new(RAIDCORE).args(args)).stdout).unwrap()
 }
 
 fn json(args: &[&str]) -> Value {
@@ -40,32 +35,9 @@ fn status(dir: &str) -> Value {
     json(&["status", "--dir", dir, "--json"])
 }
 
-/// A client tool, failing loudly when it is missing, under a time limit (a guard against a
-/// hang, never a timing assertion).
-fn tool(name: &str, package: &str) -> Command {
-    let found = ["/usr/bin", "/usr/sbin", "/bin"]
-        .iter()
-        .map(|d| Path::new(d).join(name))
-        .find(|p| p.is_file());
-    let path = found.unwrap_or_else(|| {
-        panic!("`{name}` is not installed: install the Debian package `{package}`")
-    });
-    let mut c = Command::new("timeout");
-    c.args(["--kill-after=10", GUARD_SECS]).arg(path);
-    c
-}
-
 /// Runs `cmd` expecting exit status 0; returns its stdout.
 fn run(cmd: &mut Command) -> String {
-    let out = cmd.output().expect("spawn");
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed ({}): {}{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    String::from_utf8_lossy(&run_ok(cmd).stdout).into_owned()
 }
 
 /// `qemu-io` commands (`-c …` each) on export `lun` of the server at `sock`; exits non-zero
@@ -80,68 +52,16 @@ fn qemu_io(sock: &Path, lun: &str, cmds: &[&str]) -> String {
     run(&mut c)
 }
 
-/// A running `raidcore serve`, its log read up to "listening" and the rest drained by a
-/// thread (so it never blocks on a full pipe).
-struct Server {
-    child: Child,
-    seen: String,
-    drain: Option<JoinHandle<String>>,
+/// `raidcore serve --dir DIR --unix SOCK`, listening.
+fn serve(dir: &str, sock: &Path) -> Served {
+    Served::start(RAIDCORE, dir, sock, &[])
 }
 
-impl Server {
-    /// Starts `serve --dir DIR --unix SOCK` and waits (a blocking read of its log) until it
-    /// listens.
-    fn start(dir: &str, sock: &Path) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_raidcore"))
-            .args(["serve", "--dir", dir, "--unix", sock.to_str().unwrap()])
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut log = BufReader::new(child.stderr.take().unwrap());
-        let mut seen = String::new();
-        loop {
-            let mut line = String::new();
-            assert!(
-                log.read_line(&mut line).unwrap() > 0,
-                "the server ended before listening:\n{seen}"
-            );
-            seen.push_str(&line);
-            if line.contains("listening on nbd+unix") {
-                break;
-            }
-        }
-        let drain = std::thread::spawn(move || {
-            let mut rest = String::new();
-            let _ = std::io::Read::read_to_string(&mut log, &mut rest);
-            rest
-        });
-        Server {
-            child,
-            seen,
-            drain: Some(drain),
-        }
-    }
-
-    /// Sends SIGTERM and waits; returns the exit status and the whole log.
-    fn stop(mut self) -> (ExitStatus, String) {
-        let pid = i32::try_from(self.child.id()).unwrap();
-        // SAFETY: a signal to our own child, not yet reaped.
-        assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
-        let status = self.child.wait().unwrap();
-        let rest = self.drain.take().unwrap().join().unwrap();
-        (status, format!("{}{rest}", self.seen))
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        // A failed assertion must not leave a server behind.
-        if self.drain.is_some() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
+/// Stops a server with SIGTERM; its exit status must be 0 (a clean stop: flush, checkpoint).
+fn stop(server: Served) -> String {
+    let (exit, log) = server.signal(libc::SIGTERM);
+    assert!(exit.success(), "serve exited with {exit}:\n{log}");
+    log
 }
 
 /// A pool of `disks` members and `spares` hot spares of 64 MiB, two LUNs of 4 MiB, in
@@ -166,19 +86,6 @@ fn create(tmp: &Path, level: &str, disks: &str, spares: &str) -> PathBuf {
         "4M",
     ]);
     dir
-}
-
-/// `len` bytes that do not compress, from a fixed seed (xorshift64).
-fn noise(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 24) as u8
-        })
-        .collect()
 }
 
 fn states(v: &Value) -> Vec<&str> {
@@ -244,11 +151,11 @@ fn serve_to_qemu_io_and_nbdcopy_then_stop_on_sigterm() {
     let dir = create(tmp.path(), "raid5", "4", "1");
     let d = dir.to_str().unwrap();
     let sock = tmp.path().join("nbd.sock");
-    let content = noise(4 << 20, 16);
+    let content = pattern(16, 4 << 20);
     let src = tmp.path().join("src.bin");
     std::fs::write(&src, &content).unwrap();
 
-    let server = Server::start(d, &sock);
+    let server = serve(d, &sock);
     qemu_io(&sock, "lun0", &["write -P 0xab 0 1M", "read -P 0xab 0 1M"]);
     let uri = format!("nbd+unix:///lun1?socket={}", sock.display());
     run(tool("nbdcopy", "libnbd-bin").arg(&src).arg(&uri));
@@ -259,8 +166,7 @@ fn serve_to_qemu_io_and_nbdcopy_then_stop_on_sigterm() {
         .arg("--list")
         .arg(format!("nbd+unix:///?socket={}", sock.display())));
     assert!(list.contains("lun0") && list.contains("lun1"), "{list}");
-    let (exit, log) = server.stop();
-    assert!(exit.success(), "serve exited with {exit}:\n{log}");
+    let log = stop(server);
     assert!(
         log.contains("raidcore: serving export \"lun1\" (4 MiB)"),
         "{log}"
@@ -271,15 +177,14 @@ fn serve_to_qemu_io_and_nbdcopy_then_stop_on_sigterm() {
     assert_eq!(v["health"], "online");
     assert_eq!(v["luns"][0]["logical_bytes"], 1 << 20);
     assert_eq!(v["luns"][1]["logical_bytes"], 4 << 20);
-    let server = Server::start(d, &sock);
+    let server = serve(d, &sock);
     qemu_io(&sock, "lun0", &["read -P 0xab 0 1M", "read -P 0 1M 3M"]);
     run(tool("nbdcopy", "libnbd-bin").arg(&uri).arg(&back));
     assert!(
         std::fs::read(&back).unwrap() == content,
         "lun1 after a restart"
     );
-    let (exit, log) = server.stop();
-    assert!(exit.success(), "serve exited with {exit}:\n{log}");
+    stop(server);
 }
 
 #[test]
@@ -288,9 +193,9 @@ fn fail_replace_and_scrub_keep_the_data() {
     let dir = create(tmp.path(), "raid6", "6", "1");
     let d = dir.to_str().unwrap();
     let sock = tmp.path().join("nbd.sock");
-    let server = Server::start(d, &sock);
+    let server = serve(d, &sock);
     qemu_io(&sock, "lun0", &["write -P 0x5c 0 2M"]);
-    assert!(server.stop().0.success());
+    stop(server);
 
     // The hot spare takes slot 2 and is rebuilt.
     let v = json(&["fail", "--dir", d, "--disk", "2", "--wait", "--json"]);
@@ -317,9 +222,9 @@ fn fail_replace_and_scrub_keep_the_data() {
     assert_eq!(v["health"], "online");
     assert_eq!(v["scrub_unrepairable_blocks"], 0);
 
-    let server = Server::start(d, &sock);
+    let server = serve(d, &sock);
     qemu_io(&sock, "lun0", &["read -P 0x5c 0 2M"]);
-    assert!(server.stop().0.success());
+    stop(server);
 }
 
 /// `raidcore-sim create --model hdd10k` records the model in the description; `raidcore`
@@ -334,13 +239,13 @@ fn a_pool_recorded_with_a_device_model_is_served_as_plain_files() {
     assert!(text.contains("\"memory\""), "{text}");
     std::fs::write(&meta, text.replace("\"memory\"", "\"hdd10k\"")).unwrap();
     let sock = tmp.path().join("nbd.sock");
-    let server = Server::start(d, &sock);
+    let server = serve(d, &sock);
     qemu_io(
         &sock,
         "lun1",
         &["write -P 0x17 4k 64k", "read -P 0x17 4k 64k"],
     );
-    assert!(server.stop().0.success());
+    stop(server);
     let v = status(d);
     assert_eq!(v["model"], "hdd10k");
     assert_eq!(v["luns"][1]["logical_bytes"], 64 << 10);
@@ -355,7 +260,7 @@ fn a_served_pool_refuses_a_second_opener() {
     let d = dir.to_str().unwrap();
     let sock = tmp.path().join("nbd.sock");
     let other = tmp.path().join("other.sock");
-    let server = Server::start(d, &sock);
+    let server = serve(d, &sock);
     for args in [
         vec!["status", "--dir", d],
         vec!["scrub", "--dir", d],
@@ -368,6 +273,6 @@ fn a_served_pool_refuses_a_second_opener() {
         assert!(err.contains("is locked"), "{args:?}: {err}");
     }
     qemu_io(&sock, "lun0", &["write -P 1 0 4k", "read -P 1 0 4k"]);
-    assert!(server.stop().0.success());
+    stop(server);
     assert_eq!(status(d)["health"], "online");
 }

@@ -8,13 +8,15 @@ pub mod text;
 use std::path::Path;
 
 use raidcore::pool::Status;
-use raidcore::raid::DiskState;
+use raidcore::raid::{DiskErrors, DiskState};
 use raidcore_hal::BlockDevice;
 use serde::Serialize;
 
 use crate::dir::{DirMeta, HostPool, ImageInfo, image_name, image_of_slot};
 
-/// Error counters of one member, as `status` reports them.
+/// Error counters of one member, as `status` reports them: the fields of the core's
+/// [`DiskErrors`], kept here so that the JSON names scripts read are fixed by this interface and
+/// not by the core's own encoding.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct ErrorCounts {
     /// Failed reads.
@@ -29,6 +31,19 @@ pub struct ErrorCounts {
     pub checksum: u32,
     /// Blocks repaired.
     pub repaired: u32,
+}
+
+impl From<DiskErrors> for ErrorCounts {
+    fn from(e: DiskErrors) -> Self {
+        ErrorCounts {
+            read: e.read,
+            write: e.write,
+            medium: e.medium,
+            transient: e.transient,
+            checksum: e.checksum,
+            repaired: e.repaired,
+        }
+    }
 }
 
 /// One member slot in [`DirStatus`].
@@ -184,14 +199,7 @@ fn disk_reports(st: &Status, images: &[ImageInfo]) -> Vec<DiskReport> {
                     .then(|| image_of_slot(images, slot))
                     .flatten()
                     .map(image_name),
-                errors: ErrorCounts {
-                    read: d.errors.read,
-                    write: d.errors.write,
-                    medium: d.errors.medium,
-                    transient: d.errors.transient,
-                    checksum: d.errors.checksum,
-                    repaired: d.errors.repaired,
-                },
+                errors: d.errors.into(),
             }
         })
         .collect()
