@@ -15,7 +15,7 @@
 //! [`REQUESTS_PER_TURN`] requests before the next one is served.
 //!
 //! What the socket does not take at once (a client that stops reading, a large read) is queued
-//! in the connection's [`Outbox`], and the connection's writer thread writes it, blocking, in
+//! in the connection's `Outbox`, and the connection's writer thread writes it, blocking, in
 //! order; replies behind it queue too. Once `max_inflight_per_connection` replies or
 //! `max_inflight_bytes_per_connection` bytes are queued, the owner stops reading that connection
 //! until its writer has sent them, which bounds memory per connection; so a slow client only
