@@ -10,10 +10,9 @@
 use std::path::PathBuf;
 
 use raidcore_host::dir::create::{check_layout, create_pool};
-pub use raidcore_host::dir::{
-    CreateOptions, DirError, DirMeta, HostPool, ImageInfo, ImageRole, LOCK_FILE, MAX_DISKS,
-    MAX_LUNS, META_FILE, Members, PoolDir, REPLACED_DIR, image_name, list_images,
-};
+// The directory's names, layout and errors are the product's (`raidcore_host::dir`).
+pub use raidcore_host::dir::{CreateOptions, DirError};
+use raidcore_host::dir::{DirMeta, HostPool, Members, PoolDir, image_name};
 use raidcore_host::nbd::pool::ServedPool;
 
 use crate::clock::{IoTracker, SimClock};
