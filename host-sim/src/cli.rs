@@ -1,33 +1,39 @@
 //! The `raidcore-sim` command line (clap): pools on disk images in a directory (`create`,
-//! `status`, `fail`, `replace`, `scrub`), the NBD export (`serve`), workloads and benchmarks
-//! (`bench`), the fault campaign (`sim`) and the demo (`demo`).
+//! `status`, `fail`, `replace`, `scrub`) and the NBD export (`serve`) — the product's commands
+//! ([`raidcore_host::cli`]) run over the simulated hardware ([`SimMembers`]) —, workloads and
+//! benchmarks (`bench`), the fault campaign (`sim`) and the demo (`demo`).
 //!
 //! Exit status: 0 on success; 1 when a verification failed (a run read back wrong data, a scrub
 //! found damage it could not repair); 2 for bad usage and errors before anything was verified.
 //! Progress bars go to stderr and are hidden when stderr is not a terminal; results go to stdout,
 //! as a human table or, with `--json`, as one JSON object.
 
-use std::io::Write as _;
-use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 
 use clap::{Args, Parser, Subcommand};
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::ProgressBar;
 use raidcore::pool::PoolConfig;
 use raidcore_hal::BlockSize;
+pub use raidcore_host::cli::Failure;
+use raidcore_host::cli::console::bar;
+use raidcore_host::cli::create::CreateArgs;
+use raidcore_host::cli::fail::FailArgs;
+use raidcore_host::cli::replace::ReplaceArgs;
+use raidcore_host::cli::scrub::ScrubArgs;
+use raidcore_host::cli::serve::ServeArgs;
+use raidcore_host::cli::status::StatusArgs;
+use raidcore_host::cli::values::{parse_level, size_arg};
+use raidcore_host::cli::{self as pool_cli, Console};
 
 use crate::campaign::{self, CampaignOptions, MutationKind};
 use crate::clock::NS_PER_MS;
 use crate::demo::{self, SimOptions};
 use crate::model::ModelKind;
-use crate::nbd::{self, ServeConfig};
-use crate::nbd_backend::PoolBackend;
+use crate::nbd::{self, PoolBackend, ServeConfig};
 use crate::plot;
-use crate::pooldir::{
-    CreateOptions, DirPool, HwOptions, format_bytes, parse_level, parse_model, parse_size,
-};
+use crate::pooldir::{CreateOptions, HwOptions, MemPool, SimMembers, parse_model};
 use crate::workload::data::DataKind;
 use crate::workload::{WorkloadKind, WorkloadSpec};
 
@@ -44,7 +50,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Cmd {
     /// Create a pool on new disk images disk0.img, disk1.img, … in a directory.
-    Create(CreateArgs),
+    Create(SimCreateArgs),
     /// Show pool health, disks, rebuild/scrub progress and LUNs (like `zpool status`).
     Status(StatusArgs),
     /// Fail a member disk by hand (a hot spare takes over if there is one).
@@ -64,113 +70,20 @@ pub enum Cmd {
     Demo(DemoArgs),
 }
 
-fn size_arg(s: &str) -> Result<u64, String> {
-    parse_size(s)
-}
-
 fn model_arg(s: &str) -> Result<ModelKind, String> {
     parse_model(s)
 }
 
-/// Options of `create`.
+/// Options of `create`: the product's, and the device model the simulator times the disks
+/// with (recorded in the pool's description; `raidcore` ignores it).
 #[derive(Debug, Args)]
-pub struct CreateArgs {
-    /// The pool directory (created if missing).
-    #[arg(long)]
-    pub dir: PathBuf,
-    /// RAID level: raid0, raid1, raid10, raid5 or raid6.
-    #[arg(long, value_parser = parse_level)]
-    pub level: raidcore::raid::Level,
-    /// Member disks.
-    #[arg(long)]
-    pub disks: usize,
-    /// Hot spares (numbered after the members).
-    #[arg(long, default_value_t = 0)]
-    pub spares: usize,
-    /// Size of each disk image (K/M/G/T suffixes, binary).
-    #[arg(long, value_parser = size_arg)]
-    pub disk_size: u64,
-    /// Strip (chunk) size.
-    #[arg(long, value_parser = size_arg, default_value = "64K")]
-    pub strip_size: u64,
-    /// LUNs to create (lun0, lun1, …).
-    #[arg(long, default_value_t = 0)]
-    pub luns: usize,
-    /// Size of each LUN.
-    #[arg(long, value_parser = size_arg, default_value = "16M")]
-    pub lun_size: u64,
+pub struct SimCreateArgs {
+    /// The pool's options.
+    #[command(flatten)]
+    pub pool: CreateArgs,
     /// Device model of the disks: memory, hdd10k, ssd, nvme or sd.
     #[arg(long, value_parser = model_arg, default_value = "memory")]
     pub model: ModelKind,
-    /// Block size of the images (512 or 4096).
-    #[arg(long, default_value_t = 512)]
-    pub block_size: usize,
-    /// Replace a pool that is there already.
-    #[arg(long)]
-    pub force: bool,
-    /// Print the status as JSON.
-    #[arg(long)]
-    pub json: bool,
-}
-
-/// Options of `status`.
-#[derive(Debug, Args)]
-pub struct StatusArgs {
-    /// The pool directory.
-    #[arg(long)]
-    pub dir: PathBuf,
-    /// Print one JSON object.
-    #[arg(long)]
-    pub json: bool,
-}
-
-/// Options of `fail`.
-#[derive(Debug, Args)]
-pub struct FailArgs {
-    /// The pool directory.
-    #[arg(long)]
-    pub dir: PathBuf,
-    /// Member slot to fail.
-    #[arg(long)]
-    pub disk: usize,
-    /// Run the rebuild onto the hot spare to the end before returning.
-    #[arg(long)]
-    pub wait: bool,
-    /// Fail it even if that leaves more members out of sync than the level tolerates (the
-    /// pool's data becomes unreadable).
-    #[arg(long)]
-    pub force: bool,
-    /// Print the status afterwards as JSON.
-    #[arg(long)]
-    pub json: bool,
-}
-
-/// Options of `replace`.
-#[derive(Debug, Args)]
-pub struct ReplaceArgs {
-    /// The pool directory.
-    #[arg(long)]
-    pub dir: PathBuf,
-    /// Failed member slot to replace.
-    #[arg(long)]
-    pub disk: usize,
-    /// Start the rebuild but do not run it (it resumes whenever the pool is used).
-    #[arg(long)]
-    pub no_wait: bool,
-    /// Print the status afterwards as JSON.
-    #[arg(long)]
-    pub json: bool,
-}
-
-/// Options of `scrub`.
-#[derive(Debug, Args)]
-pub struct ScrubArgs {
-    /// The pool directory.
-    #[arg(long)]
-    pub dir: PathBuf,
-    /// Print the status afterwards as JSON.
-    #[arg(long)]
-    pub json: bool,
 }
 
 /// Options of `sim`.
@@ -198,26 +111,6 @@ pub struct SimArgs {
     /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,
-}
-
-/// Options of `serve`.
-#[derive(Debug, Args)]
-pub struct ServeArgs {
-    /// The pool directory.
-    #[arg(long)]
-    pub dir: PathBuf,
-    /// TCP address to listen on (default 127.0.0.1:10809 unless --unix is given).
-    #[arg(long)]
-    pub tcp: Option<SocketAddr>,
-    /// Unix socket to listen on.
-    #[arg(long)]
-    pub unix: Option<PathBuf>,
-    /// Write JSON statistics to this file every second.
-    #[arg(long)]
-    pub stats: Option<PathBuf>,
-    /// Do not fdatasync the images on flush (faster; safe unless this machine crashes).
-    #[arg(long)]
-    pub no_sync: bool,
 }
 
 /// Options shared by `demo` and `bench <workload>`.
@@ -331,317 +224,69 @@ pub struct BenchArgs {
     pub kernel: Option<String>,
 }
 
-/// A usage or setup error (exit status 2), or a verification failure (exit status 1).
-#[derive(Debug)]
-pub enum Failure {
-    /// Exit 2 with this message.
-    Error(String),
-    /// Exit 1 with this message (the result was printed).
-    Verify(String),
-}
-
-impl<E: std::fmt::Display> From<E> for Failure {
-    fn from(e: E) -> Self {
-        Failure::Error(e.to_string())
-    }
-}
-
-/// Log lines of the library (`log` crate) to stderr: `RAIDCORE_SIM_LOG` = `error`, `warn`,
-/// `info`, `debug` or `trace` sets the level (default: `info` for `serve`, `warn` otherwise).
-struct StderrLog;
-
-impl log::Log for StderrLog {
-    fn enabled(&self, m: &log::Metadata<'_>) -> bool {
-        m.level() <= log::max_level()
-    }
-
-    fn log(&self, r: &log::Record<'_>) {
-        if self.enabled(r.metadata()) {
-            eprintln!(
-                "raidcore-sim: {}: {}",
-                r.level().as_str().to_lowercase(),
-                r.args()
-            );
-        }
-    }
-
-    fn flush(&self) {}
-}
-
-static LOGGER: StderrLog = StderrLog;
-
-fn init_log(default: log::LevelFilter) {
-    let level = std::env::var("RAIDCORE_SIM_LOG")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default);
-    if log::set_logger(&LOGGER).is_ok() {
-        log::set_max_level(level);
-    }
-}
+/// How `raidcore-sim` speaks: its name on every message.
+pub const RAIDCORE_SIM: Console = Console {
+    name: "raidcore-sim",
+};
 
 /// Parses the command line and runs it; the exit status to return.
 #[must_use]
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_log(if matches!(cli.cmd, Cmd::Serve(_)) {
-        log::LevelFilter::Info
-    } else {
-        log::LevelFilter::Warn
-    });
-    match run(cli) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(Failure::Verify(m)) => {
-            eprintln!("raidcore-sim: verification failed: {m}");
-            ExitCode::from(1)
-        }
-        Err(Failure::Error(m)) => {
-            eprintln!("raidcore-sim: {m}");
-            ExitCode::from(2)
-        }
+    // `RAIDCORE_SIM_LOG` sets the level of the library's log lines.
+    RAIDCORE_SIM.init_log(
+        "RAIDCORE_SIM_LOG",
+        if matches!(cli.cmd, Cmd::Serve(_)) {
+            log::LevelFilter::Info
+        } else {
+            log::LevelFilter::Warn
+        },
+    );
+    RAIDCORE_SIM.exit(run(cli))
+}
+
+/// The simulated hardware the pool commands run on: no latency (the device model a pool was
+/// created with is for in-process runs such as `demo`), no faults, images synced on flush.
+fn pool_hw() -> HwOptions {
+    HwOptions {
+        model: Some(ModelKind::Instant),
+        ..HwOptions::default()
     }
 }
 
 /// Runs a parsed command line.
 pub fn run(cli: Cli) -> Result<(), Failure> {
+    let con = RAIDCORE_SIM;
     match cli.cmd {
-        Cmd::Create(a) => create(&a),
-        Cmd::Status(a) => status(&a),
-        Cmd::Fail(a) => fail(&a),
-        Cmd::Replace(a) => replace(&a),
-        Cmd::Scrub(a) => scrub(&a),
+        Cmd::Create(a) => {
+            let hw = HwOptions {
+                model: Some(a.model),
+                ..HwOptions::default()
+            };
+            pool_cli::create::run::<SimMembers>(&a.pool, &hw, con)
+        }
+        Cmd::Status(a) => pool_cli::status::run::<SimMembers>(&a, &pool_hw(), con),
+        Cmd::Fail(a) => pool_cli::fail::run::<SimMembers>(&a, &pool_hw(), con),
+        Cmd::Replace(a) => pool_cli::replace::run::<SimMembers>(&a, &pool_hw(), con),
+        Cmd::Scrub(a) => pool_cli::scrub::run::<SimMembers>(&a, &pool_hw(), con),
+        Cmd::Serve(a) => pool_cli::serve::run(
+            &a,
+            |sync_on_flush| {
+                SimMembers::from(&HwOptions {
+                    sync_on_flush,
+                    ..pool_hw()
+                })
+            },
+            con,
+        ),
         Cmd::Bench(a) => bench(&a),
         Cmd::Sim(a) => sim(&a),
-        Cmd::Serve(a) => serve(&a),
         Cmd::Demo(a) => sim_run(&a.run, WorkloadKind::Voice),
     }
 }
 
-fn bar(len: u64, msg: &str) -> ProgressBar {
-    let pb = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr());
-    if let Ok(style) =
-        ProgressStyle::with_template("{msg:>10} [{bar:40}] {percent:>3}% {elapsed_precise}")
-    {
-        pb.set_style(style.progress_chars("=> "));
-    }
-    pb.set_message(msg.to_string());
-    pb
-}
-
 fn print(text: &str) {
-    let mut out = std::io::stdout().lock();
-    let _ = out.write_all(text.as_bytes());
-    let _ = out.flush();
-}
-
-fn print_status(dp: &mut DirPool, json: bool) -> Result<(), Failure> {
-    let st = dp.status();
-    if json {
-        let mut s = serde_json::to_string_pretty(&st)?;
-        s.push('\n');
-        print(&s);
-    } else {
-        print(&st.to_text());
-    }
-    Ok(())
-}
-
-fn open(dir: &Path) -> Result<DirPool, Failure> {
-    let dp = DirPool::open(
-        dir,
-        PoolConfig::default(),
-        &HwOptions {
-            model: Some(ModelKind::Instant),
-            ..HwOptions::default()
-        },
-    )?;
-    warn_lost_items(&dp);
-    Ok(dp)
-}
-
-/// Tells the operator when import kept log items that no redundancy could rebuild (more faults
-/// than the level tolerates): their blocks read as errors until rewritten.
-fn warn_lost_items(dp: &DirPool) {
-    let lost = dp.import.items_lost;
-    if lost > 0 {
-        eprintln!(
-            "raidcore-sim: warning: import found {lost} log item(s) written before the last \
-             flush that no redundancy could rebuild; their blocks read as errors until rewritten"
-        );
-    }
-}
-
-/// Tells a server's operator when the pool it exports is not whole: which member slots are out
-/// of sync and which images were left out, and why.
-fn warn_not_online(dp: &mut DirPool) {
-    let st = dp.status();
-    if st.health == "online" {
-        return;
-    }
-    let out: Vec<String> = st
-        .disks
-        .iter()
-        .filter(|d| d.state != "online")
-        .map(|d| format!("{} ({})", d.index, d.state))
-        .collect();
-    eprintln!(
-        "raidcore-sim: warning: the pool is {}: member slot(s) {}; hot spares: {}",
-        st.health.to_uppercase(),
-        out.join(", "),
-        st.spares
-    );
-    for i in st.images.iter().filter(|i| i.role == "stale") {
-        eprintln!(
-            "raidcore-sim: warning: left out: {} ({})",
-            i.file,
-            i.note.as_deref().unwrap_or("stale")
-        );
-    }
-}
-
-/// Segments for a new pool of `disks` disks of `disk_bytes`: the core's default, or more on
-/// large disks so a segment stays at most 1 GiB (segments above 4 GiB are refused, and the
-/// cleaner moves a whole segment's live data at a time). Each costs a few bytes of the host's
-/// arena and of every checkpoint.
-fn max_segments_for(disks: usize, disk_bytes: u64) -> u32 {
-    let raw = (disks as u64).saturating_mul(disk_bytes);
-    let by_size = u32::try_from(raw.div_ceil(1 << 30)).unwrap_or(u32::MAX);
-    PoolConfig::default().max_segments.max(by_size)
-}
-
-fn create(a: &CreateArgs) -> Result<(), Failure> {
-    let block_size = match a.block_size {
-        512 => BlockSize::B512,
-        4096 => BlockSize::B4096,
-        b => return Err(Failure::Error(format!("--block-size {b}: use 512 or 4096"))),
-    };
-    let strip = u32::try_from(a.strip_size)
-        .map_err(|_| Failure::Error(format!("--strip-size {}: too large", a.strip_size)))?;
-    let mut uuid = [0u8; 16];
-    rand::fill(&mut uuid);
-    let opts = CreateOptions {
-        disks: a.disks,
-        spares: a.spares,
-        disk_bytes: a.disk_size,
-        block_size,
-        config: PoolConfig {
-            level: a.level,
-            strip_bytes: strip,
-            max_segments: max_segments_for(a.disks, a.disk_size),
-            ..PoolConfig::default()
-        },
-        luns: a.luns,
-        lun_bytes: a.lun_size,
-        uuid,
-        overwrite: a.force,
-    };
-    let mut dp = DirPool::create(&a.dir, &opts, a.model, &HwOptions::default())?;
-    print_status(&mut dp, a.json)?;
-    dp.close()?;
-    Ok(())
-}
-
-fn status(a: &StatusArgs) -> Result<(), Failure> {
-    let mut dp = open(&a.dir)?;
-    print_status(&mut dp, a.json)?;
-    dp.close()?;
-    Ok(())
-}
-
-fn maintain(dp: &mut DirPool, what: &str) -> Result<(), Failure> {
-    let pb = bar(1, what);
-    dp.run_maintenance(|done, total| {
-        pb.set_length(total.max(1));
-        pb.set_position(done);
-    })?;
-    pb.finish_and_clear();
-    Ok(())
-}
-
-fn fail(a: &FailArgs) -> Result<(), Failure> {
-    let mut dp = open(&a.dir)?;
-    dp.fail(a.disk, a.force)?;
-    if a.wait {
-        maintain(&mut dp, "rebuild")?;
-    }
-    print_status(&mut dp, a.json)?;
-    dp.close()?;
-    Ok(())
-}
-
-fn replace(a: &ReplaceArgs) -> Result<(), Failure> {
-    let hw = HwOptions {
-        model: Some(ModelKind::Instant),
-        ..HwOptions::default()
-    };
-    let mut dp = open(&a.dir)?;
-    let n = dp.replace(a.disk, &hw)?;
-    eprintln!(
-        "raidcore-sim: disk {} is now {}",
-        a.disk,
-        crate::pooldir::image_name(n)
-    );
-    if !a.no_wait {
-        maintain(&mut dp, "rebuild")?;
-    }
-    print_status(&mut dp, a.json)?;
-    dp.close()?;
-    Ok(())
-}
-
-fn scrub(a: &ScrubArgs) -> Result<(), Failure> {
-    let mut dp = open(&a.dir)?;
-    dp.pool.start_scrub();
-    maintain(&mut dp, "scrub")?;
-    print_status(&mut dp, a.json)?;
-    let st = dp.pool.status();
-    dp.close()?;
-    if st.scrub_unrepairable > 0 {
-        return Err(Failure::Verify(format!(
-            "scrub found {} blocks it could not repair",
-            st.scrub_unrepairable
-        )));
-    }
-    Ok(())
-}
-
-fn serve(a: &ServeArgs) -> Result<(), Failure> {
-    let mut config = ServeConfig {
-        stats_path: a.stats.clone(),
-        unix: a.unix.clone(),
-        ..ServeConfig::default()
-    };
-    if a.tcp.is_some() || a.unix.is_some() {
-        config.tcp = a.tcp;
-    }
-    nbd::install_shutdown_signals(&config.shutdown)?;
-    let dir = a.dir.clone();
-    let sync = !a.no_sync;
-    // The pool is opened on the server's owner thread (it needs not be Send).
-    nbd::serve(config, move || {
-        let dp = DirPool::open(
-            &dir,
-            PoolConfig::default(),
-            &HwOptions {
-                model: Some(ModelKind::Instant),
-                sync_on_flush: sync,
-                ..HwOptions::default()
-            },
-        )
-        .map_err(std::io::Error::other)?;
-        warn_lost_items(&dp);
-        let mut dp = dp;
-        warn_not_online(&mut dp);
-        for l in dp.pool.luns() {
-            eprintln!(
-                "raidcore-sim: serving export {:?} ({})",
-                l.name.as_str(),
-                format_bytes(l.blocks * 4096)
-            );
-        }
-        Ok(PoolBackend::new(dp))
-    })?;
-    Ok(())
+    RAIDCORE_SIM.print(text);
 }
 
 /// The simulation options of `demo` / `bench <workload>` from the command line.
@@ -910,9 +555,8 @@ fn bench_nbd(a: &BenchArgs) -> Result<(), Failure> {
     // Memory disks, as `nbdkit memory` keeps its disk in RAM: the comparison is of the servers,
     // not of the page cache. Built on the owner thread (a pool need not be `Send`).
     let server = nbd::Server::start(config, move || {
-        let dp = DirPool::create_in_memory(&opts, ModelKind::Instant, &hw)
-            .map_err(std::io::Error::other)?;
-        Ok(PoolBackend::new(dp))
+        let mp = MemPool::create(&opts, &hw).map_err(std::io::Error::other)?;
+        Ok(PoolBackend::new(mp))
     })?;
     let names: Vec<String> = server.exports().iter().map(|e| e.name.clone()).collect();
     let jobs: Vec<Job> = names

@@ -29,11 +29,12 @@ use serde_json::json;
 
 use crate::clock::{NS_PER_MS, NS_PER_S};
 use crate::model::ModelKind;
-use crate::pooldir::{CreateOptions, DirPool, HwOptions, format_bytes, model_name};
+use crate::pooldir::{CreateOptions, DirPool, HwOptions, model_name};
 use crate::report::{Report, RunReport};
 use crate::runner::{self, FailPlan, RunConfig, RunResult};
 use crate::workload::data::{DataKind, DataSource};
 use crate::workload::{WorkloadKind, WorkloadSpec};
+use raidcore_host::units::format_bytes;
 
 /// Everything a demo or bench run is made of.
 #[derive(Debug, Clone)]
@@ -223,7 +224,11 @@ fn one_run(
         sync_on_flush: false,
         ..HwOptions::default()
     };
-    let mut dp = DirPool::create(dir, &create, opts.model, &hw).map_err(|e| e.to_string())?;
+    let with_model = HwOptions {
+        model: Some(opts.model),
+        ..hw
+    };
+    let mut dp = DirPool::create(dir, &create, &with_model).map_err(|e| e.to_string())?;
     let mut rng = ChaCha8Rng::seed_from_u64(opts.seed ^ 0xfa11);
     let slot = rng.random_range(0..opts.disks);
     let run_cfg = RunConfig {

@@ -417,8 +417,8 @@ impl Report {
                 .map(|r| {
                     format!(
                         "{} / {}",
-                        crate::pooldir::format_bytes(r.rebuild.bytes_moved),
-                        crate::pooldir::format_bytes(r.rebuild.bytes_read)
+                        raidcore_host::units::format_bytes(r.rebuild.bytes_moved),
+                        raidcore_host::units::format_bytes(r.rebuild.bytes_read)
                     )
                 })
                 .collect(),

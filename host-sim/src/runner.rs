@@ -336,7 +336,8 @@ fn member_bytes(s: &Stats) -> u64 {
 
 /// Bytes read from all members so far.
 fn member_read_bytes(dp: &DirPool) -> u64 {
-    dp.handles
+    dp.members
+        .handles
         .iter()
         .flatten()
         .map(|h| h.timing.stats().bytes_read)
@@ -414,16 +415,17 @@ pub fn run(
         }
     }
     let busy = dp
+        .members
         .handles
         .iter()
         .flatten()
         .map(|h| h.timing.busy_until_ns())
         .max()
         .unwrap_or(0);
-    let t0 = dp.clock.now_ns().max(busy);
-    dp.clock.advance_to_ns(t0);
+    let t0 = dp.members.clock.now_ns().max(busy);
+    dp.members.clock.advance_to_ns(t0);
     dp.pool.set_time(t0);
-    for h in dp.handles.iter().flatten() {
+    for h in dp.members.handles.iter().flatten() {
         h.timing.reset_stats();
     }
     let stats0 = dp.pool.stats();
@@ -507,7 +509,10 @@ pub fn run(
                 fail_ns = Some(t);
                 let spares = usize::from(dp.pool.status().spares);
                 expect_rebuild = spares > 0;
-                if let Some(h) = dp.image_of_slot(slot).and_then(|n| dp.handles[n].as_ref()) {
+                if let Some(h) = dp
+                    .image_of_slot(slot)
+                    .and_then(|n| dp.members.handles[n].as_ref())
+                {
                     h.fault.inject(Fault::Fail);
                 }
                 if expect_rebuild {
@@ -521,7 +526,7 @@ pub fn run(
                 }
                 let now = t + cfg.cpu_ns_per_request;
                 cpu_free = now;
-                dp.clock.advance_to_ns(now);
+                dp.members.clock.advance_to_ns(now);
                 dp.pool.set_time(now);
                 if rebuild_start.is_none() {
                     // Reads alone do not make the pool take its spare (see
@@ -540,9 +545,9 @@ pub fn run(
                         continue;
                     }
                 }
-                dp.tracker.reset(now);
+                dp.members.tracker.reset(now);
                 let rep = dp.pool.maintenance();
-                let done_t = dp.tracker.completion_ns().max(now);
+                let done_t = dp.members.tracker.completion_ns().max(now);
                 match rep {
                     Ok(MaintenanceReport {
                         rebuilt_stripes,
@@ -602,9 +607,9 @@ pub fn run(
                 let cost = cfg.cpu_ns_per_request + blocks * cfg.cpu_ns_per_block;
                 let now = t + cost;
                 cpu_free = now;
-                dp.clock.advance_to_ns(now);
+                dp.members.clock.advance_to_ns(now);
                 dp.pool.set_time(now);
-                dp.tracker.reset(now);
+                dp.members.tracker.reset(now);
                 let lun = s.source.lun;
                 let mut bytes = 0u64;
                 let mut is_flush = false;
@@ -660,7 +665,7 @@ pub fn run(
                     }
                     Pending::Op(Op::Idle(_), _) | Pending::None => {}
                 }
-                let done = now.max(dp.tracker.completion_ns());
+                let done = now.max(dp.members.tracker.completion_ns());
                 let lat = (done - issued).max(1);
                 s.pending = Pending::None;
                 s.next_ns = done;

@@ -5,85 +5,23 @@
 
 mod nbd_common;
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::thread::JoinHandle;
+use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use nbd_common::{run_ok, tool};
+use nbd_common::{Served, run_ok, tool};
 use raidcore_sim::workload::data::{DataKind, DataSource};
 
+/// The `raidcore-sim` binary.
+const SIM: &str = env!("CARGO_BIN_EXE_raidcore-sim");
+
 fn sim(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_raidcore-sim"))
+    Command::new(SIM)
         .args(args)
         .output()
         .expect("run raidcore-sim")
-}
-
-/// A running `raidcore-sim serve`: the child, its log up to "listening", and a thread draining
-/// the rest of its log (so it never blocks on a full pipe).
-struct Served {
-    child: Child,
-    seen: String,
-    drain: Option<JoinHandle<String>>,
-}
-
-impl Served {
-    /// Starts `serve --dir DIR --unix SOCK` plus `extra`, and waits (a blocking read of its
-    /// log, no polling) until it listens.
-    fn start(dir: &str, sock: &Path, extra: &[&str]) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_raidcore-sim"))
-            .args(["serve", "--dir", dir, "--unix", sock.to_str().unwrap()])
-            .args(extra)
-            .env("RAIDCORE_SIM_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut log = BufReader::new(child.stderr.take().unwrap());
-        let mut seen = String::new();
-        loop {
-            let mut line = String::new();
-            let n = log.read_line(&mut line).unwrap();
-            assert!(n > 0, "the server ended before listening:\n{seen}");
-            seen.push_str(&line);
-            if line.contains("listening on nbd+unix") {
-                break;
-            }
-        }
-        let drain = std::thread::spawn(move || {
-            let mut rest = String::new();
-            let _ = std::io::Read::read_to_string(&mut log, &mut rest);
-            rest
-        });
-        Served {
-            child,
-            seen,
-            drain: Some(drain),
-        }
-    }
-
-    /// Sends `sig`, waits for the exit; returns the status and the whole log.
-    fn signal(mut self, sig: i32) -> (std::process::ExitStatus, String) {
-        let pid = i32::try_from(self.child.id()).unwrap();
-        // SAFETY: sending a signal to our own child process (not yet reaped).
-        assert_eq!(unsafe { libc::kill(pid, sig) }, 0);
-        let status = self.child.wait().unwrap();
-        let rest = self.drain.take().unwrap().join().unwrap();
-        (status, format!("{}{rest}", self.seen))
-    }
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        // A failed assertion must not leave a server behind.
-        if self.drain.is_some() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
 }
 
 /// `len` bytes of this machine's files (4 KiB blocks `first..`), as a file to copy in.
@@ -155,7 +93,7 @@ fn serve_a_pool_to_nbdcopy_and_stop_on_sigterm() {
     std::fs::write(&src, &content).unwrap();
 
     let sock = tmp.path().join("nbd.sock");
-    let server = Served::start(d, &sock, &[]);
+    let server = Served::start(SIM, d, &sock, &[]);
 
     let uri = |lun: &str| format!("nbd+unix:///{lun}?socket={}", sock.display());
     run_ok(tool("nbdcopy", "libnbd-bin").arg(&src).arg(uri("lun1")));
@@ -238,7 +176,7 @@ fn sigkill_in_the_middle_of_writes_loses_nothing_flushed() {
     let sock = tmp.path().join("nbd.sock");
     let stats = tmp.path().join("stats.json");
     let uri = format!("nbd+unix:///lun0?socket={}", sock.display());
-    let server = Served::start(d, &sock, &["--stats", stats.to_str().unwrap()]);
+    let server = Served::start(SIM, d, &sock, &["--stats", stats.to_str().unwrap()]);
     run_ok(
         tool("nbdcopy", "libnbd-bin")
             .arg("--flush")
@@ -282,7 +220,7 @@ fn sigkill_in_the_middle_of_writes_loses_nothing_flushed() {
     let _ = qemu.wait();
 
     // Restart on the same directory (recovery), copy the whole LUN back out.
-    let server = Served::start(d, &sock, &[]);
+    let server = Served::start(SIM, d, &sock, &[]);
     let back = tmp.path().join("back.bin");
     run_ok(tool("nbdcopy", "libnbd-bin").arg(&uri).arg(&back));
     let back = std::fs::read(&back).unwrap();
@@ -319,7 +257,7 @@ fn raid6_without_two_images_serves_degraded_and_reads_back_every_byte() {
     std::fs::write(&src, &content).unwrap();
     let sock = tmp.path().join("nbd.sock");
     let uri = format!("nbd+unix:///lun0?socket={}", sock.display());
-    let server = Served::start(d, &sock, &[]);
+    let server = Served::start(SIM, d, &sock, &[]);
     run_ok(tool("nbdcopy", "libnbd-bin").arg(&src).arg(&uri));
     let (status, log) = server.signal(libc::SIGTERM);
     assert!(status.success(), "serve exited with {status}:\n{log}");
@@ -331,7 +269,7 @@ fn raid6_without_two_images_serves_degraded_and_reads_back_every_byte() {
     let v = status_json(d);
     assert_eq!(v["health"], "degraded", "{v:#}");
 
-    let server = Served::start(d, &sock, &[]);
+    let server = Served::start(SIM, d, &sock, &[]);
     let back = tmp.path().join("back.bin");
     run_ok(tool("nbdcopy", "libnbd-bin").arg(&uri).arg(&back));
     assert!(

@@ -5,8 +5,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use raidcore_hal::{BlockDevice, BlockSize, ErrorKind, ErrorType, check_io, check_range};
+use raidcore_host::disk::byte_offset;
 
-use super::{SimError, byte_offset};
+use super::SimError;
 
 /// Bytes per allocation chunk of a [`MemDisk`] (64 KiB, a multiple of both block sizes).
 pub const CHUNK_BYTES: usize = 64 * 1024;

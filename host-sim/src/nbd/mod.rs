@@ -1,95 +1,13 @@
-//! NBD export: serves a [`Backend`]'s LUNs to real NBD clients (qemu, nbd-client, libnbd's
-//! nbdcopy/nbdinfo, fio's `nbd` engine) over TCP or a Unix socket.
+//! The NBD export, and what tests run it with.
 //!
-//! Written from the NBD protocol specification (`doc/proto.md` of the NetworkBlockDevice/nbd
-//! project): fixed newstyle negotiation with `NBD_FLAG_NO_ZEROES`; options `NBD_OPT_GO`,
-//! `NBD_OPT_INFO` (`NBD_INFO_EXPORT`, `NAME`, `DESCRIPTION`, `BLOCK_SIZE`), `NBD_OPT_LIST`,
-//! `NBD_OPT_ABORT`, `NBD_OPT_EXPORT_NAME`; every other option gets `NBD_REP_ERR_UNSUP`
-//! (structured replies, block status and TLS are not offered). Simple replies to `READ`,
-//! `WRITE` (+FUA), `FLUSH`, `TRIM`, `WRITE_ZEROES` (+`NO_HOLE`) and `DISC`.
-//!
-//! Block sizes advertised: minimum 1 byte (any offset and length work: partial 4 KiB blocks are
-//! merged by read-modify-write in the owner thread), preferred 4096, maximum 32 MiB (configurable).
-//! `NBD_FLAG_CAN_MULTI_CONN` is advertised because one backend serves every connection in order.
-//! Out-of-range requests get `EINVAL` (reads, trims) or `ENOSPC` (writes), as the spec asks;
-//! protocol violations (bad magic, unknown client flags) close only that connection.
-//!
-//! Threads: one owner thread builds and runs the [`Backend`]; it waits on every connection's
-//! socket at once (epoll), reads and parses requests (a [`session::Session`] per connection),
-//! runs them, writes each reply into the client's socket if it takes it without waiting, and
-//! writes the stats file. Each connection has a writer thread for what its socket did not take
-//! at once, with flow control per connection (64 replies / 64 MiB queued by default: the owner
-//! stops reading a connection until its writer has sent them), so a slow client only slows
-//! itself. Set [`ServeConfig::shutdown`] (see [`install_shutdown_signals`]) to stop: accepting
-//! and reading end, the replies to requests already run are sent, [`Backend::shutdown`] runs,
-//! [`Server::run`] returns. Statistics go to [`ServeConfig::stats_path`] as JSON
-//! ([`StatsFile`]) every second and at shutdown; [`read_stats_file`] and [`render_status`] are
-//! for `raidcore-sim status`.
-//!
-//! Layout: [`proto`] (wire constants), [`session`] (a pure state machine per connection),
-//! [`exec`] (byte ranges to block calls), [`server`] (sockets and threads), [`stats`] (the
-//! stats file), [`testing`] (memory backend, contract checker), [`fuzz`] (in-memory sessions).
-//!
-//! ```no_run
-//! use raidcore_sim::nbd::{self, ExportInfo, ServeConfig, testing::MemBackend};
-//! let config = ServeConfig::default();
-//! nbd::install_shutdown_signals(&config.shutdown)?;
-//! nbd::serve(config, || Ok(MemBackend::new(vec![ExportInfo::new("lun0", 64 << 20)])))?;
-//! # Ok::<(), std::io::Error>(())
-//! ```
+//! The server is the product's ([`raidcore_host::nbd`], re-exported here under its old paths);
+//! this module adds the simulator's side: [`testing`] (a sparse memory backend and a wrapper that
+//! checks the server keeps the [`Backend`] contract) and [`fuzz`] (whole sessions run in memory,
+//! for the fuzz target `nbd_requests` and deterministic tests).
 
-pub mod backend;
-pub mod exec;
+pub use raidcore_host::nbd::*;
+
 pub mod fuzz;
-pub mod proto;
-pub mod server;
-pub mod session;
-pub mod stats;
 pub mod testing;
 
-use std::io;
-use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
-
-pub use backend::{BLOCK, Backend, BackendError, BackendErrorKind, BackendResult, ExportInfo};
 pub use fuzz::fuzz_session;
-pub use server::{ServeConfig, Server};
-pub use session::SessionLimits;
-pub use stats::{StatsFile, read_stats_file, render_status};
-
-/// Starts a server with `config` and a backend built on the owner thread by `factory`, logs the
-/// addresses it listens on, and serves until `config.shutdown` is set (see [`Server::run`]).
-pub fn serve<B, F>(config: ServeConfig, factory: F) -> io::Result<()>
-where
-    B: Backend + 'static,
-    F: FnOnce() -> io::Result<B> + Send + 'static,
-{
-    let server = Server::start(config, factory)?;
-    if let Some(a) = server.tcp_addr() {
-        log::info!("nbd: listening on nbd://{a}/");
-    }
-    if let Some(p) = server.unix_path() {
-        log::info!("nbd: listening on nbd+unix:///?socket={}", p.display());
-    }
-    for e in server.exports() {
-        log::info!(
-            "nbd: export {:?}: {} bytes{}",
-            e.name,
-            e.size_bytes,
-            if e.read_only { " (read-only)" } else { "" }
-        );
-    }
-    server.run()
-}
-
-/// Makes SIGINT and SIGTERM set `flag` (which stops [`Server::run`] gracefully); a second such
-/// signal while the flag is already set ends the process at once with exit status 1.
-pub fn install_shutdown_signals(flag: &Arc<AtomicBool>) -> io::Result<()> {
-    use signal_hook::consts::{SIGINT, SIGTERM};
-    for sig in [SIGINT, SIGTERM] {
-        // Order matters: the conditional exit sees the flag before this signal sets it.
-        signal_hook::flag::register_conditional_shutdown(sig, 1, Arc::clone(flag))?;
-        signal_hook::flag::register(sig, Arc::clone(flag))?;
-    }
-    Ok(())
-}

@@ -5,18 +5,18 @@
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
-use std::time::Duration;
 
 use raidcore_sim::nbd::proto;
+
+#[path = "../../product/tests/support/mod.rs"]
+mod support;
 use raidcore_sim::nbd::testing::{CheckingBackend, MemBackend};
 use raidcore_sim::nbd::{ExportInfo, ServeConfig, Server};
-
-/// Failure guard for anything that could hang (never a timing assertion).
-pub const GUARD: Duration = Duration::from_secs(120);
+#[allow(unused_imports)] // each test file uses a different part
+pub use support::{GUARD, Served, pattern, run_ok, tool};
 
 /// An NBD server on 127.0.0.1 (free port) and/or a Unix socket, serving a [`MemBackend`]
 /// wrapped in a [`CheckingBackend`] (which panics, failing the test, on any contract breach).
@@ -91,41 +91,6 @@ impl Drop for TestServer {
             let _ = t.join();
         }
     }
-}
-
-/// A client tool, run under `timeout` as a hang guard. Panics naming the Debian package if
-/// the tool is not installed (CI installs it; a missing tool must not pass silently).
-pub fn tool(name: &str, package: &str) -> Command {
-    let found = std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
-        .unwrap_or_default()
-        .into_iter()
-        .chain(["/usr/sbin".into(), "/sbin".into(), "/usr/bin".into()])
-        .map(|d: PathBuf| d.join(name))
-        .find(|p| p.is_file());
-    let Some(path) = found else {
-        panic!(
-            "`{name}` is not installed: install the Debian package `{package}` (apt-get install {package})"
-        );
-    };
-    let mut c = Command::new("timeout");
-    c.arg("--kill-after=10")
-        .arg(GUARD.as_secs().to_string())
-        .arg(path);
-    c
-}
-
-/// Runs `cmd`, panics with its output unless it exits with status 0.
-pub fn run_ok(cmd: &mut Command) -> Output {
-    let out = cmd.output().expect("spawn");
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed ({})\nstdout:\n{}\nstderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
 }
 
 /// A hand-written protocol client for the cases real clients never produce.
@@ -312,19 +277,6 @@ impl RawClient {
         self.request(proto::CMD_DISC, 0, 0, 0, 0, &[]);
         assert!(self.read_to_end().is_empty(), "no reply to NBD_CMD_DISC");
     }
-}
-
-/// Deterministic test data: `len` bytes from a seed (xorshift; not for security).
-pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 24) as u8
-        })
-        .collect()
 }
 
 /// Compares byte buffers, reporting the first difference instead of both buffers.

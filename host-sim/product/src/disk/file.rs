@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use raidcore_hal::{BlockDevice, BlockSize, ErrorKind, ErrorType, check_io, check_range};
 
-use super::{SimError, byte_offset};
+use super::{DiskError, byte_offset};
 
 /// How a [`FileDisk`] is created or opened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,7 +35,7 @@ impl Default for FileDiskOptions {
 /// a 300 GB image costs the disk space of what is written. I/O is positional (`pread`/`pwrite`),
 /// so there is no seek state.
 ///
-/// Errors of the operating system keep the `io::Error` inside [`SimError`]; their kind is
+/// Errors of the operating system keep the `io::Error` inside [`DiskError`]; their kind is
 /// [`ErrorKind::Timeout`] for a timed-out call, [`ErrorKind::DeviceFailed`] when the file has
 /// shrunk under the disk (unexpected end of file), and [`ErrorKind::Other`] otherwise.
 #[derive(Debug)]
@@ -55,8 +55,8 @@ fn io_kind(e: &io::Error) -> ErrorKind {
     }
 }
 
-fn io_err(context: &'static str, e: io::Error) -> SimError {
-    SimError::io(io_kind(&e), context, e)
+fn io_err(context: &'static str, e: io::Error) -> DiskError {
+    DiskError::io(io_kind(&e), context, e)
 }
 
 /// What a lock refusal says: another process holds the image.
@@ -66,10 +66,10 @@ const IN_USE: &str = "disk image is locked: another process has this pool open (
 /// Takes the exclusive advisory lock of an open image (`flock(2)`), held until it is released
 /// (a [`FileDisk`] releases it when dropped). Two processes with the same pool open would each write the members from their own
 /// in-memory state (log head, map, superblock generation) and destroy each other's data.
-fn lock(file: &File) -> Result<(), SimError> {
+fn lock(file: &File) -> Result<(), DiskError> {
     match file.try_lock() {
         Ok(()) => Ok(()),
-        Err(TryLockError::WouldBlock) => Err(SimError::with_context(ErrorKind::Other, IN_USE)),
+        Err(TryLockError::WouldBlock) => Err(DiskError::with_context(ErrorKind::Other, IN_USE)),
         Err(TryLockError::Error(e)) => Err(io_err("locking disk image", e)),
     }
 }
@@ -86,7 +86,7 @@ impl Drop for FileDisk {
 impl FileDisk {
     /// Whether `err` is the refusal of an image another process holds (its lock).
     #[must_use]
-    pub fn is_in_use(err: &SimError) -> bool {
+    pub fn is_in_use(err: &DiskError) -> bool {
         err.kind() == ErrorKind::Other && err.context() == IN_USE && err.io_error().is_none()
     }
 
@@ -95,7 +95,7 @@ impl FileDisk {
     ///
     /// # Errors
     /// The image is locked ([`ErrorKind::Other`], "in use"), or could not be opened.
-    pub fn ensure_not_in_use(path: impl AsRef<Path>) -> Result<(), SimError> {
+    pub fn ensure_not_in_use(path: impl AsRef<Path>) -> Result<(), DiskError> {
         match File::open(path.as_ref()) {
             Ok(f) => {
                 lock(&f)?;
@@ -115,7 +115,7 @@ impl FileDisk {
         path: impl AsRef<Path>,
         block_size: BlockSize,
         block_count: u64,
-    ) -> Result<Self, SimError> {
+    ) -> Result<Self, DiskError> {
         Self::create_with(path, block_size, block_count, FileDiskOptions::default())
     }
 
@@ -131,12 +131,12 @@ impl FileDisk {
         block_size: BlockSize,
         block_count: u64,
         opts: FileDiskOptions,
-    ) -> Result<Self, SimError> {
+    ) -> Result<Self, DiskError> {
         let path = path.as_ref();
         let len = block_count
             .checked_mul(block_size.bytes() as u64)
             .filter(|&l| l > 0 && i64::try_from(l).is_ok())
-            .ok_or(SimError::with_context(
+            .ok_or(DiskError::with_context(
                 ErrorKind::OutOfRange,
                 "disk image size (zero blocks or too large)",
             ))?;
@@ -169,7 +169,7 @@ impl FileDisk {
 
     /// Opens an existing image with default [`FileDiskOptions`]; the block count is the file
     /// length divided by the block size.
-    pub fn open(path: impl AsRef<Path>, block_size: BlockSize) -> Result<Self, SimError> {
+    pub fn open(path: impl AsRef<Path>, block_size: BlockSize) -> Result<Self, DiskError> {
         Self::open_with(path, block_size, FileDiskOptions::default())
     }
 
@@ -184,7 +184,7 @@ impl FileDisk {
         path: impl AsRef<Path>,
         block_size: BlockSize,
         opts: FileDiskOptions,
-    ) -> Result<Self, SimError> {
+    ) -> Result<Self, DiskError> {
         let path = path.as_ref();
         let file = OpenOptions::new()
             .read(true)
@@ -198,7 +198,7 @@ impl FileDisk {
             .len();
         let bs = block_size.bytes() as u64;
         if len == 0 || !len.is_multiple_of(bs) {
-            return Err(SimError::with_context(
+            return Err(DiskError::with_context(
                 ErrorKind::Misaligned,
                 "disk image length is not a whole, non-zero number of blocks",
             ));
@@ -232,7 +232,7 @@ impl FileDisk {
 }
 
 impl ErrorType for FileDisk {
-    type Error = SimError;
+    type Error = DiskError;
 }
 
 impl BlockDevice for FileDisk {
@@ -244,21 +244,21 @@ impl BlockDevice for FileDisk {
         self.block_count
     }
 
-    fn read(&mut self, lba: u64, buf: &mut [u8]) -> Result<(), SimError> {
+    fn read(&mut self, lba: u64, buf: &mut [u8]) -> Result<(), DiskError> {
         check_io(self.block_size, self.block_count, lba, buf.len())?;
         self.file
             .read_exact_at(buf, byte_offset(self.block_size, lba))
             .map_err(|e| io_err("reading disk image", e))
     }
 
-    fn write(&mut self, lba: u64, buf: &[u8]) -> Result<(), SimError> {
+    fn write(&mut self, lba: u64, buf: &[u8]) -> Result<(), DiskError> {
         check_io(self.block_size, self.block_count, lba, buf.len())?;
         self.file
             .write_all_at(buf, byte_offset(self.block_size, lba))
             .map_err(|e| io_err("writing disk image", e))
     }
 
-    fn flush(&mut self) -> Result<(), SimError> {
+    fn flush(&mut self) -> Result<(), DiskError> {
         if self.sync_on_flush {
             self.file
                 .sync_data()
@@ -269,7 +269,7 @@ impl BlockDevice for FileDisk {
 
     /// Checks the range and keeps the data (allowed: trim is advisory). Punching holes would need
     /// `fallocate(2)`, which std does not offer.
-    fn trim(&mut self, lba: u64, blocks: u64) -> Result<(), SimError> {
+    fn trim(&mut self, lba: u64, blocks: u64) -> Result<(), DiskError> {
         check_range(self.block_count, lba, blocks)?;
         Ok(())
     }

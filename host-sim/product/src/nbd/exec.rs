@@ -208,6 +208,59 @@ fn trim_bytes<B: Backend + ?Sized>(
     if fua { b.flush(export) } else { Ok(()) }
 }
 
+/// Refuses what must not reach the backend: an unknown export, a range outside it (or empty,
+/// except for a flush), a change to a read-only export.
+fn check(
+    exports: &[ExportInfo],
+    export: usize,
+    kind: OpKind,
+    offset: u64,
+    len: usize,
+) -> BackendResult {
+    match exports.get(export) {
+        None => Err(invalid("no such export")),
+        Some(e)
+            if kind != OpKind::Flush
+                && (len == 0
+                    || offset
+                        .checked_add(len as u64)
+                        .is_none_or(|end| end > e.size_bytes)) =>
+        {
+            Err(invalid("range outside the export"))
+        }
+        Some(e)
+            if e.read_only
+                && matches!(kind, OpKind::Write | OpKind::Trim | OpKind::WriteZeroes) =>
+        {
+            Err(BackendError::new(
+                BackendErrorKind::ReadOnly,
+                "export is read-only",
+            ))
+        }
+        Some(_) => Ok(()),
+    }
+}
+
+/// The reply to a successful read of `len` bytes at byte `offset`: header and data, read
+/// straight into the reply buffer.
+fn read_reply<B: Backend + ?Sized>(
+    backend: &mut B,
+    export: usize,
+    offset: u64,
+    len: usize,
+    handle: u64,
+) -> BackendResult<Vec<u8>> {
+    let mut reply = vec![0u8; proto::SIMPLE_REPLY_HEADER_LEN + len];
+    read_bytes(
+        backend,
+        export,
+        offset,
+        &mut reply[proto::SIMPLE_REPLY_HEADER_LEN..],
+    )?;
+    proto::put_simple_reply_header(&mut reply, 0, handle);
+    Ok(reply)
+}
+
 /// Runs `req` on `backend`, whose exports are `exports`, and builds the reply.
 ///
 /// The request is normally validated by [`super::session::Session`]; it is checked again here
@@ -241,48 +294,15 @@ pub fn execute<B: Backend + ?Sized>(
         outcome(proto::simple_reply(errno, handle), errno)
     };
 
-    let checked = match exports.get(export) {
-        None => Err(invalid("no such export")),
-        Some(e)
-            if kind != OpKind::Flush
-                && (len == 0
-                    || offset
-                        .checked_add(len as u64)
-                        .is_none_or(|end| end > e.size_bytes)) =>
-        {
-            Err(invalid("range outside the export"))
-        }
-        Some(e)
-            if e.read_only
-                && matches!(kind, OpKind::Write | OpKind::Trim | OpKind::WriteZeroes) =>
-        {
-            Err(BackendError::new(
-                BackendErrorKind::ReadOnly,
-                "export is read-only",
-            ))
-        }
-        Some(_) => Ok(()),
-    };
-    if let Err(e) = checked {
+    if let Err(e) = check(exports, export, kind, offset, len) {
         return fail(&e);
     }
 
     let result = match op {
-        Op::Read { .. } => {
-            let mut reply = vec![0u8; proto::SIMPLE_REPLY_HEADER_LEN + len];
-            match read_bytes(
-                backend,
-                export,
-                offset,
-                &mut reply[proto::SIMPLE_REPLY_HEADER_LEN..],
-            ) {
-                Ok(()) => {
-                    proto::put_simple_reply_header(&mut reply, 0, handle);
-                    return outcome(reply, 0);
-                }
-                Err(e) => Err(e),
-            }
-        }
+        Op::Read { .. } => match read_reply(backend, export, offset, len, handle) {
+            Ok(reply) => return outcome(reply, 0),
+            Err(e) => Err(e),
+        },
         Op::Write { data, fua, .. } => write_bytes(backend, export, offset, &data, fua),
         Op::Flush => backend.flush(export),
         Op::Trim { fua, .. } => trim_bytes(backend, export, offset, len, fua),

@@ -126,7 +126,7 @@ pub type BackendResult<T = ()> = Result<T, BackendError>;
 /// one request at a time, so implementations need neither `Send` nor `Sync` nor locking, and each
 /// call is atomic with respect to every other client request.
 ///
-/// Contract the server keeps (tests check it with [`super::testing::CheckingBackend`]):
+/// Contract the server keeps (tests check it with the simulator's `CheckingBackend`):
 /// `export < exports().len()`; `lba + blocks <= exports()[export].blocks()`; buffers are a
 /// non-zero whole number of blocks and at most the configured maximum request size (32 MiB by
 /// default) rounded up to whole blocks plus one block; no write, trim or write-zeroes reaches a

@@ -1,4 +1,4 @@
-//! Per-export serving statistics, written as JSON to a stats file for `raidcore-sim status`.
+//! Per-export serving statistics, written as JSON to a stats file for monitoring.
 //!
 //! Latencies are wall-clock microseconds measured in the owner thread from the moment it has
 //! parsed a request until the backend finished it (sending the reply excluded). They are for
@@ -377,7 +377,7 @@ fn human_bytes(n: u64) -> String {
     }
 }
 
-/// A plain-text report of a stats file for `raidcore-sim status`: one line for the server and
+/// A plain-text report of a stats file (for monitoring a server): one line for the server and
 /// one per export with IOPS and throughput over the last interval, latency percentiles since
 /// start and operation totals. `now_unix_ms` (the caller's wall clock) marks an old snapshot of
 /// a server that is not final as possibly stopped.

@@ -15,7 +15,7 @@
 //! [`REQUESTS_PER_TURN`] requests before the next one is served.
 //!
 //! What the socket does not take at once (a client that stops reading, a large read) is queued
-//! in the connection's [`Outbox`], and the connection's writer thread writes it, blocking, in
+//! in the connection's `Outbox`, and the connection's writer thread writes it, blocking, in
 //! order; replies behind it queue too. Once `max_inflight_per_connection` replies or
 //! `max_inflight_bytes_per_connection` bytes are queued, the owner stops reading that connection
 //! until its writer has sent them, which bounds memory per connection; so a slow client only
@@ -546,6 +546,55 @@ pub struct Server {
     counters: Arc<ConnCounters>,
 }
 
+/// Checks the limits of `config` and binds its listeners (non-blocking, for the accept loop).
+fn listen(config: &ServeConfig) -> io::Result<(Option<TcpListener>, Option<UnixListener>)> {
+    if config.limits.max_request_bytes < PREFERRED_BLOCK_BYTES {
+        return Err(invalid_input(format!(
+            "max_request_bytes must be at least {PREFERRED_BLOCK_BYTES}"
+        )));
+    }
+    if config.tcp.is_none() && config.unix.is_none() {
+        return Err(invalid_input(
+            "no TCP address and no Unix socket path to listen on".into(),
+        ));
+    }
+    let tcp = config.tcp.map(TcpListener::bind).transpose()?;
+    let unix = config.unix.as_deref().map(bind_unix).transpose()?;
+    if let Some(l) = &tcp {
+        l.set_nonblocking(true)?;
+    }
+    if let Some(l) = &unix {
+        l.set_nonblocking(true)?;
+    }
+    Ok((tcp, unix))
+}
+
+/// The owner thread: builds the backend with `factory`, reports its exports (or why there are
+/// none) on `ready`, and serves them with the [`Owner`] `make_owner` builds.
+fn owner_main<B: Backend>(
+    factory: impl FnOnce() -> io::Result<B>,
+    ready: &mpsc::Sender<io::Result<Vec<ExportInfo>>>,
+    make_owner: impl FnOnce(Arc<[ExportInfo]>) -> Owner,
+    counters: &ConnCounters,
+) -> io::Result<()> {
+    let mut backend = match factory() {
+        Ok(b) => b,
+        Err(e) => {
+            let _ = ready.send(Err(e));
+            return Ok(());
+        }
+    };
+    let exports = backend.exports();
+    if let Err(e) = validate_exports(&exports) {
+        let _ = ready.send(Err(e));
+        // Nothing was served, but the backend was opened: let it close cleanly.
+        let _ = backend.shutdown();
+        return Ok(());
+    }
+    let _ = ready.send(Ok(exports.clone()));
+    make_owner(exports.into()).run(backend, counters)
+}
+
 impl Server {
     /// Binds the listeners, then starts the owner thread, which builds the backend with
     /// `factory` (so the backend need not be `Send`) and reads its export list.
@@ -559,66 +608,31 @@ impl Server {
         B: Backend + 'static,
         F: FnOnce() -> io::Result<B> + Send + 'static,
     {
-        if config.limits.max_request_bytes < PREFERRED_BLOCK_BYTES {
-            return Err(invalid_input(format!(
-                "max_request_bytes must be at least {PREFERRED_BLOCK_BYTES}"
-            )));
-        }
-        if config.tcp.is_none() && config.unix.is_none() {
-            return Err(invalid_input(
-                "no TCP address and no Unix socket path to listen on".into(),
-            ));
-        }
-        let tcp = config.tcp.map(TcpListener::bind).transpose()?;
-        let unix = config.unix.as_deref().map(bind_unix).transpose()?;
-        if let Some(l) = &tcp {
-            l.set_nonblocking(true)?;
-        }
-        if let Some(l) = &unix {
-            l.set_nonblocking(true)?;
-        }
-
+        let (tcp, unix) = listen(&config)?;
         let counters = Arc::new(ConnCounters::default());
         let (ctl, owner_rx, watched) = Ctl::new()?;
         let epoll = Epoll::new()?;
         epoll.add(watched.as_raw_fd(), WAKE_TOKEN)?;
         let (ready_tx, ready_rx) = mpsc::channel::<io::Result<Vec<ExportInfo>>>();
-        let owner_cfg = OwnerConfig {
+        let cfg = OwnerConfig {
             stats_path: config.stats_path.clone(),
             stats_interval: config.stats_interval.max(Duration::from_millis(10)),
             limits: config.limits,
         };
+        let make_owner = move |exports| Owner {
+            exports,
+            epoll,
+            watched,
+            rx: owner_rx,
+            cfg,
+            conns: HashMap::new(),
+            backlog: Vec::new(),
+            buf: vec![0u8; READ_CHUNK],
+        };
         let owner_counters = Arc::clone(&counters);
         let owner = thread::Builder::new()
             .name("nbd-owner".into())
-            .spawn(move || {
-                let mut backend = match factory() {
-                    Ok(b) => b,
-                    Err(e) => {
-                        let _ = ready_tx.send(Err(e));
-                        return Ok(());
-                    }
-                };
-                let exports = backend.exports();
-                if let Err(e) = validate_exports(&exports) {
-                    let _ = ready_tx.send(Err(e));
-                    // Nothing was served, but the backend was opened: let it close cleanly.
-                    let _ = backend.shutdown();
-                    return Ok(());
-                }
-                let _ = ready_tx.send(Ok(exports.clone()));
-                let owner = Owner {
-                    exports: exports.into(),
-                    epoll,
-                    watched,
-                    rx: owner_rx,
-                    cfg: owner_cfg,
-                    conns: HashMap::new(),
-                    backlog: Vec::new(),
-                    buf: vec![0u8; READ_CHUNK],
-                };
-                owner.run(backend, &owner_counters)
-            })?;
+            .spawn(move || owner_main(factory, &ready_tx, make_owner, &owner_counters))?;
         let exports = match ready_rx.recv() {
             Ok(Ok(e)) => e,
             Ok(Err(e)) => {
@@ -676,55 +690,13 @@ impl Server {
             owner,
             counters,
         } = self;
-        let (done_tx, done_rx) = mpsc::channel::<u64>();
-        let mut conns: HashMap<u64, ConnEntry> = HashMap::new();
-        let mut next_id = 0u64;
-
+        let mut accepted = Accepted::new();
         while !config.shutdown.load(Ordering::SeqCst) && !owner.is_finished() {
-            let mut accepted = Vec::new();
-            if let Some(l) = &tcp {
-                match l.accept() {
-                    Ok((s, _)) => {
-                        let _ = s.set_nodelay(true);
-                        accepted.push(s.set_nonblocking(false).map(|()| Conn::Tcp(s)));
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                    Err(e) => accepted.push(Err(e)),
-                }
-            }
-            if let Some(l) = &unix {
-                match l.accept() {
-                    Ok((s, _)) => accepted.push(s.set_nonblocking(false).map(|()| Conn::Unix(s))),
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                    Err(e) => accepted.push(Err(e)),
-                }
-            }
-            while let Ok(id) = done_rx.try_recv() {
-                if let Some(c) = conns.remove(&id) {
-                    let _ = c.thread.join();
-                }
-            }
-            let idle = accepted.is_empty();
-            for conn in accepted {
-                let conn = match conn {
-                    Ok(c) => c,
-                    Err(e) => {
-                        log::warn!("nbd: accept failed: {e}");
-                        continue;
-                    }
-                };
-                if conns.len() >= config.max_connections {
-                    log::warn!("nbd: {} connections already, refusing another", conns.len());
-                    continue;
-                }
-                let id = next_id;
-                next_id += 1;
-                match spawn_connection(id, conn, &config, &ctl, &done_tx, &counters) {
-                    Ok(entry) => {
-                        conns.insert(id, entry);
-                    }
-                    Err(e) => log::warn!("nbd: cannot start connection {id}: {e}"),
-                }
+            let new = accept(tcp.as_ref(), unix.as_ref());
+            accepted.reap();
+            let idle = new.is_empty();
+            for conn in new {
+                accepted.admit(conn, &config, &ctl, &counters);
             }
             if idle {
                 thread::sleep(ACCEPT_POLL);
@@ -739,27 +711,118 @@ impl Server {
         }
         // Stop reading requests; those already run have their replies sent.
         ctl.post(OwnerMsg::StopReading);
-        let deadline = Instant::now() + config.shutdown_grace;
-        while !conns.is_empty() {
+        accepted.drain(config.shutdown_grace);
+        ctl.post(OwnerMsg::Shutdown);
+        drop(ctl);
+        match owner.join() {
+            Ok(r) => r,
+            Err(_) => Err(io::Error::other("nbd: the backend owner thread panicked")),
+        }
+    }
+}
+
+/// The connections waiting on the listeners, accepted without blocking.
+fn accept(tcp: Option<&TcpListener>, unix: Option<&UnixListener>) -> Vec<io::Result<Conn>> {
+    let mut accepted = Vec::new();
+    if let Some(l) = tcp {
+        match l.accept() {
+            Ok((s, _)) => {
+                let _ = s.set_nodelay(true);
+                accepted.push(s.set_nonblocking(false).map(|()| Conn::Tcp(s)));
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(e) => accepted.push(Err(e)),
+        }
+    }
+    if let Some(l) = unix {
+        match l.accept() {
+            Ok((s, _)) => accepted.push(s.set_nonblocking(false).map(|()| Conn::Unix(s))),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(e) => accepted.push(Err(e)),
+        }
+    }
+    accepted
+}
+
+/// The accept loop's connections by id, and the channel their writer threads report their
+/// end on.
+struct Accepted {
+    conns: HashMap<u64, ConnEntry>,
+    next_id: u64,
+    done_tx: mpsc::Sender<u64>,
+    done_rx: mpsc::Receiver<u64>,
+}
+
+impl Accepted {
+    fn new() -> Accepted {
+        let (done_tx, done_rx) = mpsc::channel::<u64>();
+        Accepted {
+            conns: HashMap::new(),
+            next_id: 0,
+            done_tx,
+            done_rx,
+        }
+    }
+
+    /// Joins the writer threads of connections that ended.
+    fn reap(&mut self) {
+        while let Ok(id) = self.done_rx.try_recv() {
+            if let Some(c) = self.conns.remove(&id) {
+                let _ = c.thread.join();
+            }
+        }
+    }
+
+    /// Starts serving `conn`, unless accepting failed or there are enough connections.
+    fn admit(
+        &mut self,
+        conn: io::Result<Conn>,
+        config: &ServeConfig,
+        ctl: &Arc<Ctl>,
+        counters: &Arc<ConnCounters>,
+    ) {
+        let conn = match conn {
+            Ok(c) => c,
+            Err(e) => {
+                log::warn!("nbd: accept failed: {e}");
+                return;
+            }
+        };
+        if self.conns.len() >= config.max_connections {
+            log::warn!(
+                "nbd: {} connections already, refusing another",
+                self.conns.len()
+            );
+            return;
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        match spawn_connection(id, conn, config, ctl, &self.done_tx, counters) {
+            Ok(entry) => {
+                self.conns.insert(id, entry);
+            }
+            Err(e) => log::warn!("nbd: cannot start connection {id}: {e}"),
+        }
+    }
+
+    /// Once the owner stopped reading: waits `grace` at most for the connections to send
+    /// their last replies and end, then shuts the rest down.
+    fn drain(mut self, grace: Duration) {
+        let deadline = Instant::now() + grace;
+        while !self.conns.is_empty() {
             let left = deadline.saturating_duration_since(Instant::now());
-            match done_rx.recv_timeout(left) {
+            match self.done_rx.recv_timeout(left) {
                 Ok(id) => {
-                    if let Some(c) = conns.remove(&id) {
+                    if let Some(c) = self.conns.remove(&id) {
                         let _ = c.thread.join();
                     }
                 }
                 Err(_) => break,
             }
         }
-        for (_, c) in conns.drain() {
+        for (_, c) in self.conns.drain() {
             let _ = c.conn.shutdown(Shutdown::Both);
             let _ = c.thread.join();
-        }
-        ctl.post(OwnerMsg::Shutdown);
-        drop(ctl);
-        match owner.join() {
-            Ok(r) => r,
-            Err(_) => Err(io::Error::other("nbd: the backend owner thread panicked")),
         }
     }
 }
@@ -940,26 +1003,7 @@ impl Owner {
             // Each ready connection once per round, in id order (connections take turns).
             ready.sort_unstable();
             ready.dedup();
-            for &id in &ready {
-                let Some(live) = self.conns.get_mut(&id) else {
-                    continue;
-                };
-                if live.paused {
-                    continue;
-                }
-                match turn(live, &mut self.buf, &mut backend, &exports, &mut recorder) {
-                    Turn::Waiting => {}
-                    Turn::More => self.backlog.push(id),
-                    Turn::Paused => {
-                        live.paused = true;
-                        self.epoll.remove(live.reader.raw_fd());
-                    }
-                    Turn::Over(reason) => {
-                        log_end(id, reason);
-                        self.finish(id);
-                    }
-                }
-            }
+            self.serve_round(&ready, &mut backend, &exports, &mut recorder);
         }
         // Connections still open (the control channel went away without StopReading).
         let ids: Vec<u64> = self.conns.keys().copied().collect();
@@ -972,6 +1016,36 @@ impl Owner {
             return Err(e);
         }
         result.map_err(|e| io::Error::other(format!("backend shutdown failed: {e}")))
+    }
+
+    /// Gives each connection of `ready` (sorted, no repeats) one turn.
+    fn serve_round<B: Backend>(
+        &mut self,
+        ready: &[u64],
+        backend: &mut B,
+        exports: &[ExportInfo],
+        recorder: &mut Recorder,
+    ) {
+        for &id in ready {
+            let Some(live) = self.conns.get_mut(&id) else {
+                continue;
+            };
+            if live.paused {
+                continue;
+            }
+            match turn(live, &mut self.buf, backend, exports, recorder) {
+                Turn::Waiting => {}
+                Turn::More => self.backlog.push(id),
+                Turn::Paused => {
+                    live.paused = true;
+                    self.epoll.remove(live.reader.raw_fd());
+                }
+                Turn::Over(reason) => {
+                    log_end(id, reason);
+                    self.finish(id);
+                }
+            }
+        }
     }
 
     /// Handles what the accept loop and the writers posted; false once the owner must stop.

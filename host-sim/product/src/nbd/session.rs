@@ -237,22 +237,7 @@ impl Session {
     fn step(&mut self) -> bool {
         match std::mem::replace(&mut self.state, State::Closed) {
             State::Closed => false,
-            State::ClientFlags => {
-                let Some(b) = self.take(4) else {
-                    self.state = State::ClientFlags;
-                    return false;
-                };
-                let flags = be_u32(b, 0);
-                if flags & !(proto::FLAG_C_FIXED_NEWSTYLE | proto::FLAG_C_NO_ZEROES) != 0 {
-                    self.close(CloseReason::Protocol("unknown client flags"));
-                    return true;
-                }
-                // Fixed newstyle is honoured even if the client did not set the bit (the spec
-                // allows it); NO_ZEROES only changes NBD_OPT_EXPORT_NAME's reply.
-                self.no_zeroes = flags & proto::FLAG_C_NO_ZEROES != 0;
-                self.state = State::OptionHeader;
-                true
-            }
+            State::ClientFlags => self.client_flags(),
             State::OptionHeader => self.option_header(),
             State::OptionData { option, length } => {
                 let Some(data) = self.take(length).map(<[u8]>::to_vec) else {
@@ -269,51 +254,74 @@ impl Session {
                 offset,
                 length,
                 fua,
-            } => {
-                let Some(data) = self.take(length).map(<[u8]>::to_vec) else {
-                    self.state = State::WritePayload {
-                        handle,
-                        offset,
-                        length,
-                        fua,
-                    };
-                    return false;
-                };
-                self.state = State::Transmission;
-                let export = self.export.unwrap_or(0);
-                self.pending.push_back(Action::Execute(Request {
-                    handle,
-                    export,
-                    op: Op::Write { offset, data, fua },
-                }));
-                true
-            }
+            } => self.write_payload(handle, offset, length, fua),
             State::Skip {
                 remaining,
                 reply,
                 resume,
-            } => {
-                let n = (self.available() as u64).min(remaining);
-                self.pos += n as usize;
-                let remaining = remaining - n;
-                if remaining > 0 {
-                    self.state = State::Skip {
-                        remaining,
-                        reply,
-                        resume,
-                    };
-                    return false;
-                }
-                self.state = match resume {
-                    Resume::Options => State::OptionHeader,
-                    Resume::Transmission => State::Transmission,
-                };
-                if !reply.is_empty() {
-                    self.pending.push_back(Action::Send(reply));
-                }
-                true
-            }
+            } => self.skip(remaining, reply, resume),
         }
+    }
+
+    fn client_flags(&mut self) -> bool {
+        let Some(b) = self.take(4) else {
+            self.state = State::ClientFlags;
+            return false;
+        };
+        let flags = be_u32(b, 0);
+        if flags & !(proto::FLAG_C_FIXED_NEWSTYLE | proto::FLAG_C_NO_ZEROES) != 0 {
+            self.close(CloseReason::Protocol("unknown client flags"));
+            return true;
+        }
+        // Fixed newstyle is honoured even if the client did not set the bit (the spec allows
+        // it); NO_ZEROES only changes NBD_OPT_EXPORT_NAME's reply.
+        self.no_zeroes = flags & proto::FLAG_C_NO_ZEROES != 0;
+        self.state = State::OptionHeader;
+        true
+    }
+
+    /// The data of a write request whose header was read.
+    fn write_payload(&mut self, handle: u64, offset: u64, length: usize, fua: bool) -> bool {
+        let Some(data) = self.take(length).map(<[u8]>::to_vec) else {
+            self.state = State::WritePayload {
+                handle,
+                offset,
+                length,
+                fua,
+            };
+            return false;
+        };
+        self.state = State::Transmission;
+        let export = self.export.unwrap_or(0);
+        self.pending.push_back(Action::Execute(Request {
+            handle,
+            export,
+            op: Op::Write { offset, data, fua },
+        }));
+        true
+    }
+
+    /// Discards the rest of a refused option or request, then sends `reply` (if any).
+    fn skip(&mut self, remaining: u64, reply: Vec<u8>, resume: Resume) -> bool {
+        let n = (self.available() as u64).min(remaining);
+        self.pos += n as usize;
+        let remaining = remaining - n;
+        if remaining > 0 {
+            self.state = State::Skip {
+                remaining,
+                reply,
+                resume,
+            };
+            return false;
+        }
+        self.state = match resume {
+            Resume::Options => State::OptionHeader,
+            Resume::Transmission => State::Transmission,
+        };
+        if !reply.is_empty() {
+            self.pending.push_back(Action::Send(reply));
+        }
+        true
     }
 
     fn option_header(&mut self) -> bool {

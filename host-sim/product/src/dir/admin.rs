@@ -1,0 +1,212 @@
+//! Changing a pool's membership by hand: fail a member, replace a failed one with a blank
+//! image, let a waiting hot spare take a failed slot, and run the rebuild or scrub that
+//! follows. This is the one place the host calls the pool's membership API (`fail_disk`,
+//! `replace_disk`), so changes to that API have one home here.
+
+use std::fs;
+
+use raidcore::raid::DiskState;
+use raidcore_hal::BlockDevice;
+
+use super::error::io_err;
+use super::{DirError, HostPool, ImageInfo, ImageRole, Members, PoolDir, image_name, list_images};
+use crate::disk::{FileDisk, FileDiskOptions};
+use crate::status::disk_state_name;
+
+/// The note of the image of a member that failed in slot `slot`.
+fn failed_note(slot: usize) -> String {
+    format!("failed member of slot {slot}")
+}
+
+/// If a member slot is failed while a hot spare waits and no rebuild runs, has the pool take
+/// the spare (by failing the slot again, which runs the pool's failure handling). Returns the
+/// slot and the spares waiting before, if it did.
+///
+/// A workaround: the pool takes spares only from its write paths, so a member that dies under
+/// reads alone stays failed with the spare idle (tests/tests/repro_read_failure_spare.rs).
+pub fn take_spare_for_failed<D: BlockDevice>(
+    pool: &mut HostPool<D>,
+) -> Result<Option<(usize, usize)>, DirError> {
+    let st = pool.status();
+    if st.spares == 0 || st.rebuild.is_some() {
+        return Ok(None);
+    }
+    let Some(slot) = st.disks.iter().find(|d| d.state == DiskState::Failed) else {
+        return Ok(None);
+    };
+    let slot = usize::from(slot.slot);
+    pool.fail_disk(slot)?;
+    Ok(Some((slot, usize::from(st.spares))))
+}
+
+/// Runs [`raidcore::pool::Pool::maintenance`] until no rebuild or scrub is left, calling
+/// `progress(done, total)` (in stripes of a rebuild, segments of a scrub) after each step.
+pub fn run_maintenance<D: BlockDevice>(
+    pool: &mut HostPool<D>,
+    mut progress: impl FnMut(u64, u64),
+) -> Result<(), DirError> {
+    loop {
+        let rep = pool.maintenance()?;
+        let st = pool.status();
+        if let Some((_, done, total)) = st.rebuild {
+            progress(done, total);
+        } else if let Some((next, total)) = st.scrub {
+            progress(u64::from(next), u64::from(total));
+        }
+        if rep.idle {
+            return Ok(());
+        }
+    }
+}
+
+impl<M: Members> PoolDir<M> {
+    /// Refuses a member slot the pool does not have.
+    fn check_slot(&self, slot: usize) -> Result<(), DirError> {
+        let disks = self.pool.array().geometry().disks();
+        if slot >= disks {
+            return Err(DirError::Invalid(format!(
+                "disk {slot}: the pool has member slots 0 to {}",
+                disks - 1
+            )));
+        }
+        Ok(())
+    }
+
+    /// Fails member `slot` by hand; a hot spare takes over if there is one (its rebuild starts
+    /// but is not run: see [`PoolDir::run_maintenance`]).
+    ///
+    /// Errors: [`DirError::Invalid`] for a slot out of range or failed already, and, unless
+    /// `force`, when the slot is in sync and failing it would leave more members out of sync
+    /// (failed, or still rebuilding) than the level tolerates: data would become unreadable,
+    /// and no command brings a failed member back.
+    pub fn fail(&mut self, slot: usize, force: bool) -> Result<(), DirError> {
+        self.check_slot(slot)?;
+        let st = self.pool.status();
+        let state = st.disks.get(slot).map(|d| d.state);
+        if state == Some(DiskState::Failed) {
+            return Err(DirError::Invalid(format!("disk {slot} is failed already")));
+        }
+        let geo = *self.pool.array().geometry();
+        let out = st
+            .disks
+            .iter()
+            .filter(|d| d.state != DiskState::Online)
+            .count();
+        if !force && state == Some(DiskState::Online) && out + 1 > geo.tolerance() {
+            return Err(DirError::Invalid(format!(
+                "failing disk {slot} would leave {} members out of sync (failed or rebuilding), \
+                 more than {} tolerates ({}): data would become unreadable; pass --force to \
+                 fail it anyway",
+                out + 1,
+                geo.level().name(),
+                geo.tolerance()
+            )));
+        }
+        let spares_before = usize::from(st.spares);
+        self.pool.fail_disk(slot)?;
+        self.note_failed(slot, spares_before);
+        Ok(())
+    }
+
+    /// Updates [`PoolDir::images`] after member `slot` failed: its image is stale now, and if a
+    /// spare took the slot (the spare count fell), that spare fills it. The pool takes spares
+    /// from the end of its list, which follows image order, so the highest-numbered spare.
+    pub fn note_failed(&mut self, slot: usize, spares_before: usize) {
+        for i in &mut self.images {
+            if i.role == ImageRole::Member && i.slot == Some(slot) {
+                i.leave_out(failed_note(slot));
+            }
+        }
+        if usize::from(self.pool.status().spares) < spares_before
+            && let Some(i) = self
+                .images
+                .iter_mut()
+                .rev()
+                .find(|i| i.role == ImageRole::Spare)
+        {
+            i.role = ImageRole::Member;
+            i.slot = Some(slot);
+        }
+    }
+
+    /// Puts a blank image into failed member slot `slot` and starts rebuilding onto it (the
+    /// rebuild is not run: see [`PoolDir::run_maintenance`]); returns the new image's number.
+    /// The image that filled the slot (if any) is renamed `disk<n>.img.failed-g<generation>`
+    /// and the new image takes its name; a slot without an image gets the next free number.
+    ///
+    /// Errors: [`DirError::Invalid`] for a slot out of range or not failed.
+    pub fn replace(&mut self, slot: usize) -> Result<usize, DirError> {
+        self.check_slot(slot)?;
+        let state = self.pool.status().disks.get(slot).map(|d| d.state);
+        if state != Some(DiskState::Failed) {
+            return Err(DirError::Invalid(format!(
+                "disk {slot} is {} (only a failed member can be replaced; `fail` it first)",
+                state.map_or("missing", disk_state_name)
+            )));
+        }
+        let (number, disk) = self.new_image_for(slot)?;
+        let m = self.members.member(number, disk);
+        self.pool.replace_disk(slot, m)?;
+        self.images.retain(|i| i.number != number);
+        self.images
+            .push(ImageInfo::new(number, ImageRole::Member, Some(slot)));
+        self.images.sort_by_key(|i| i.number);
+        Ok(number)
+    }
+
+    /// A blank image the size of the others for slot `slot`: under the name of the image that
+    /// failed there (renamed aside first), or the next free number.
+    fn new_image_for(&self, slot: usize) -> Result<(usize, FileDisk), DirError> {
+        let bs = self.meta.block_size()?;
+        let size = self
+            .images
+            .iter()
+            .filter(|i| i.role != ImageRole::Stale)
+            .find_map(|i| fs::metadata(self.dir.join(&i.file)).ok().map(|m| m.len()))
+            .ok_or_else(|| DirError::Invalid("cannot size the new image".into()))?;
+        let failed = self
+            .images
+            .iter()
+            .find(|i| i.note.as_deref() == Some(failed_note(slot).as_str()))
+            .map(|i| i.number);
+        let number = match failed {
+            Some(n) if self.dir.join(image_name(n)).exists() => {
+                let old = self.dir.join(image_name(n));
+                let gen_ = self.pool.status().root_gen;
+                let to = self.dir.join(format!("{}.failed-g{gen_}", image_name(n)));
+                fs::rename(&old, &to).map_err(io_err(format!(
+                    "renaming {} to {}",
+                    old.display(),
+                    to.display()
+                )))?;
+                n
+            }
+            _ => list_images(&self.dir)?.last().map_or(0, |n| n + 1),
+        };
+        let path = self.dir.join(image_name(number));
+        let opts = FileDiskOptions {
+            overwrite: false,
+            sync_on_flush: self.members.sync_on_flush(),
+        };
+        let disk = FileDisk::create_with(&path, bs, size / bs.bytes() as u64, opts)
+            .map_err(|err| DirError::Disk { path, err })?;
+        Ok((number, disk))
+    }
+
+    /// Has a waiting hot spare take a failed slot ([`take_spare_for_failed`]) and notes it in
+    /// [`PoolDir::images`]; returns whether it did.
+    pub fn take_spare_for_failed(&mut self) -> Result<bool, DirError> {
+        match take_spare_for_failed(&mut self.pool)? {
+            Some((slot, spares_before)) => {
+                self.note_failed(slot, spares_before);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    /// Runs the pool's maintenance until no rebuild or scrub is left ([`run_maintenance`]).
+    pub fn run_maintenance(&mut self, progress: impl FnMut(u64, u64)) -> Result<(), DirError> {
+        run_maintenance(&mut self.pool, progress)
+    }
+}

@@ -1,0 +1,139 @@
+//! Which image is what: every image's superblock is read on the bare file ([`scan`]), then the
+//! images are sorted into members (by slot, from the newest superblock generation), spares and
+//! stale images ([`classify`]) the way import will. This is the one place the host reads
+//! superblock contents (`raidcore::format`).
+
+use std::path::Path;
+
+use raidcore::format::{Role, Superblock};
+use raidcore::pool::{PoolConfig, read_superblock};
+use raidcore::raid::DiskState;
+use raidcore_hal::{BlockSize, ErrorKind};
+
+use super::lock::in_use_or_disk;
+use super::{DirError, ImageInfo, ImageRole, image_name};
+use crate::disk::{FileDisk, FileDiskOptions};
+
+/// An image opened (and locked) with what its superblock says, if it holds one.
+#[derive(Debug)]
+pub struct Found {
+    /// Image number.
+    pub number: usize,
+    /// The open image.
+    pub disk: FileDisk,
+    /// Its newest valid superblock.
+    sb: Option<Superblock>,
+}
+
+/// Opens the images `numbers` of `dir` with block size `bs` and reads their superblocks.
+/// Images whose length is no whole number of blocks (truncated) come back as stale
+/// [`ImageInfo`]s: they are left out like a missing member, so redundancy serves the pool.
+///
+/// Errors: anything else an image refuses (a lock: [`DirError::InUse`]; permissions) stops the
+/// open ([`DirError::Disk`]).
+pub fn scan(
+    dir: &Path,
+    numbers: &[usize],
+    bs: BlockSize,
+    sync_on_flush: bool,
+) -> Result<(Vec<Found>, Vec<ImageInfo>), DirError> {
+    let opts = FileDiskOptions {
+        overwrite: false,
+        sync_on_flush,
+    };
+    let mut found = Vec::new();
+    let mut unusable = Vec::new();
+    for &n in numbers {
+        let path = dir.join(image_name(n));
+        let mut disk = match FileDisk::open_with(&path, bs, opts) {
+            Ok(d) => d,
+            Err(err) if err.kind() == ErrorKind::Misaligned => {
+                let note = "unusable: its length is no whole number of blocks";
+                unusable.push(ImageInfo::stale(n, note));
+                continue;
+            }
+            Err(err) => return Err(in_use_or_disk(path, err)),
+        };
+        let sb = read_superblock(&mut disk).ok();
+        found.push(Found {
+            number: n,
+            disk,
+            sb,
+        });
+    }
+    Ok((found, unusable))
+}
+
+/// The pool configuration to import with (`config`'s run-time policy, the fixed settings of
+/// the newest superblock) and the number of member slots; `None` if no image holds a
+/// superblock.
+#[must_use]
+pub fn newest_config(found: &[Found], config: PoolConfig) -> Option<(PoolConfig, usize)> {
+    let newest = found
+        .iter()
+        .filter_map(|f| f.sb.as_ref())
+        .max_by_key(|sb| sb.generation)?;
+    Some((config.with_superblock(newest), newest.geometry.disks()))
+}
+
+/// Sorts the images into members (by slot, from the newest superblock generation of the pool
+/// most images carry), spares and stale images, the way import will.
+#[must_use]
+pub fn classify(found: &[Found]) -> Vec<ImageInfo> {
+    let newest = newest_of_main_pool(found);
+    found
+        .iter()
+        .map(|f| {
+            let mut info = ImageInfo::new(f.number, ImageRole::Stale, None);
+            match (&f.sb, newest) {
+                (None, _) => info.note = Some("no raidcore superblock".into()),
+                (Some(_), None) => {}
+                (Some(sb), Some(new)) if sb.pool_uuid != new.pool_uuid => {
+                    info.note = Some("belongs to another pool".into());
+                }
+                (Some(sb), Some(new)) => place(&mut info, sb, new),
+            }
+            info
+        })
+        .collect()
+}
+
+/// The newest superblock of the pool most images carry.
+fn newest_of_main_pool(found: &[Found]) -> Option<&Superblock> {
+    let mut best: Option<([u8; 16], usize)> = None;
+    for sb in found.iter().filter_map(|f| f.sb.as_ref()) {
+        let n = found
+            .iter()
+            .filter(|o| o.sb.as_ref().is_some_and(|o| o.pool_uuid == sb.pool_uuid))
+            .count();
+        if best.is_none_or(|(_, m)| n > m) {
+            best = Some((sb.pool_uuid, n));
+        }
+    }
+    let (uuid, _) = best?;
+    found
+        .iter()
+        .filter_map(|f| f.sb.as_ref())
+        .filter(|sb| sb.pool_uuid == uuid)
+        .max_by_key(|sb| sb.generation)
+}
+
+/// Places an image of the pool (superblock `sb`) by the pool's newest superblock `new`.
+fn place(info: &mut ImageInfo, sb: &Superblock, new: &Superblock) {
+    if let Some(slot) = new.members.iter().position(|m| m.guid == sb.disk_guid) {
+        if new.members[slot].state == DiskState::Failed {
+            info.note = Some(format!("failed member of slot {slot}"));
+        } else {
+            info.role = ImageRole::Member;
+            info.slot = Some(slot);
+        }
+    } else if new.spares.contains(&sb.disk_guid) {
+        info.role = ImageRole::Spare;
+    } else {
+        let was = match sb.role {
+            Role::Member(s) => format!("former member of slot {s}"),
+            Role::Spare => "former spare".into(),
+        };
+        info.note = Some(format!("{was} (generation {})", sb.generation));
+    }
+}

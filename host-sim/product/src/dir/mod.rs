@@ -1,0 +1,153 @@
+//! A pool kept as disk images in a directory ([`PoolDir`]); [`layout`] names what is in it.
+//! Everything but the block size and the device model — which image fills which member slot,
+//! which are spares, member states, LUNs — is read from the images' superblocks, so the images
+//! alone are the pool.
+//!
+//! Each image is opened as a [`FileDisk`] and made a pool member by a [`Members`]: the product's
+//! [`FileMembers`] serves the files as they are (`raidcore`: a plain `Pool<FileDisk, …>`); the
+//! simulator wraps them in fault injection and a device model on a virtual clock.
+//!
+//! Images are found by name (`disk<number>.img`); the slot an image fills is found by its disk
+//! GUID in the newest superblock generation ([`classify`]). An image the pool moved on without
+//! (a failed member) is reported as stale and left alone; [`PoolDir::replace`] renames it to
+//! `disk<number>.img.failed-g<generation>` before a blank image takes its name.
+//!
+//! Modules: [`layout`] (names, the description file), [`lock`] (one process at a time),
+//! [`create`] (new pools, `--force`), [`open`] (import from the images), [`classify`] (which
+//! image is what), [`admin`] (fail, replace, spares, maintenance), [`images`], [`error`].
+
+pub mod admin;
+pub mod classify;
+pub mod create;
+pub mod error;
+pub mod images;
+pub mod layout;
+pub mod lock;
+pub mod open;
+
+pub use create::CreateOptions;
+pub use error::DirError;
+pub use images::{ImageInfo, ImageRole, image_of_slot};
+pub use layout::{DirMeta, LOCK_FILE, META_FILE, REPLACED_DIR, image_name, list_images};
+
+use std::path::PathBuf;
+
+use raidcore::pool::{ImportReport, Pool};
+use raidcore_hal::BlockDevice;
+
+use crate::disk::FileDisk;
+use crate::status::DirStatus;
+use lock::DirLock;
+
+/// Most member + spare disks of a host pool.
+pub const MAX_DISKS: usize = 16;
+/// Most LUNs of a host pool.
+pub const MAX_LUNS: usize = 16;
+/// Map cache pages of a host pool (4032 arena bytes each).
+pub const MAP_PAGES: usize = 256;
+/// Open extents (write streams) of a host pool.
+pub const OPEN_EXTENTS: usize = 16;
+
+/// The pool type of the host tools over members of type `D` (the product's [`FileDisk`]s,
+/// or the simulator's wrapped disks), with a `Vec<u8>` arena.
+pub type HostPool<D> = Pool<D, Vec<u8>, MAX_DISKS, MAX_LUNS, MAP_PAGES, OPEN_EXTENTS>;
+
+/// How a pool directory makes its images pool members.
+pub trait Members {
+    /// The pool's member type.
+    type Disk: BlockDevice;
+
+    /// Whether `flush` of an image calls `fdatasync(2)` (see
+    /// [`FileDiskOptions::sync_on_flush`](crate::disk::FileDiskOptions::sync_on_flush)).
+    fn sync_on_flush(&self) -> bool;
+
+    /// The device-model name a new pool's description records ([`DirMeta::model`]).
+    fn model_name(&self) -> &'static str;
+
+    /// Told the description of the pool being opened, before any member is made (the simulator
+    /// takes the device model from it unless told another). The default ignores it.
+    fn described(&mut self, meta: &DirMeta) -> Result<(), DirError> {
+        let _ = meta;
+        Ok(())
+    }
+
+    /// Makes image number `number`, open (and locked) as `image`, a pool member.
+    fn member(&mut self, number: usize, image: FileDisk) -> Self::Disk;
+}
+
+/// Members that are the image files themselves: what `raidcore` serves. A pool created with a
+/// device model (`raidcore-sim create --model`) is served the same way: the model is timing for
+/// the simulator, not part of the data, and `raidcore` does not wait for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileMembers {
+    /// `flush` calls `fdatasync(2)` (default `true`; `serve --no-sync` turns it off).
+    pub sync_on_flush: bool,
+}
+
+impl Default for FileMembers {
+    fn default() -> Self {
+        FileMembers {
+            sync_on_flush: true,
+        }
+    }
+}
+
+impl Members for FileMembers {
+    type Disk = FileDisk;
+
+    fn sync_on_flush(&self) -> bool {
+        self.sync_on_flush
+    }
+
+    /// `memory`: the simulator's name for a device with no latency of its own.
+    fn model_name(&self) -> &'static str {
+        "memory"
+    }
+
+    fn member(&mut self, _number: usize, image: FileDisk) -> FileDisk {
+        image
+    }
+}
+
+/// A pool open on the images of a directory, holding the directory's lock.
+#[derive(Debug)]
+pub struct PoolDir<M: Members> {
+    /// The directory.
+    pub dir: PathBuf,
+    /// The pool.
+    pub pool: HostPool<M::Disk>,
+    /// What made the members (the simulator keeps its clock and handles here).
+    pub members: M,
+    /// The images and their roles when the pool was opened (or created), kept up to date by
+    /// [`admin`]'s calls.
+    pub images: Vec<ImageInfo>,
+    /// What import found (default for a created pool).
+    pub import: ImportReport,
+    /// The description file's contents.
+    pub meta: DirMeta,
+    /// The directory's lock ([`LOCK_FILE`]), held while this value lives; declared last, so it
+    /// is released after the images.
+    lock: DirLock,
+}
+
+impl<M: Members> PoolDir<M> {
+    /// The image number filling member slot `slot` when the pool was opened, if any.
+    #[must_use]
+    pub fn image_of_slot(&self, slot: usize) -> Option<usize> {
+        image_of_slot(&self.images, slot)
+    }
+
+    /// What `status` prints, from the pool's status and LUN table.
+    pub fn status(&mut self) -> DirStatus {
+        DirStatus::of(&mut self.pool, &self.dir, &self.meta, &self.images)
+    }
+
+    /// Flushes, checkpoints and closes the pool (the images hold everything), then releases
+    /// the images' and the directory's locks.
+    pub fn close(self) -> Result<(), DirError> {
+        let PoolDir { pool, lock, .. } = self;
+        pool.shutdown()?;
+        drop(lock);
+        Ok(())
+    }
+}

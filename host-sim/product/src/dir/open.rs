@@ -1,0 +1,132 @@
+//! Opening a pool directory: [`PoolDir::open`] takes the lock, reads the description, reads
+//! every image's superblock, and imports the pool from the images that belong to it (stale,
+//! foreign and unusable images are left out and listed).
+
+use std::path::Path;
+
+use raidcore::pool::{ImportOptions, ImportReport, OpenError, PoolConfig};
+
+use super::classify::{classify, newest_config, scan};
+use super::layout::{LOCK_FILE, REPLACED_DIR, list_images, read_meta};
+use super::lock::lock_dir;
+use super::{DirError, HostPool, ImageInfo, Members, PoolDir};
+
+impl<M: Members> PoolDir<M> {
+    /// Opens the pool in `dir`, with run-time policy from `config`; `members` makes each image
+    /// that is opened a member.
+    ///
+    /// Errors: [`DirError::InUse`] if another process has the pool open; [`DirError::Io`] or
+    /// [`DirError::Invalid`] if `dir` holds no pool (the message says why, naming an
+    /// interrupted `create --force`); [`DirError::Open`] (or [`DirError::Invalid`], naming
+    /// the images left out) if the pool cannot be imported. Nothing is written then.
+    pub fn open(
+        dir: &Path,
+        config: PoolConfig,
+        members: impl Into<M>,
+    ) -> Result<PoolDir<M>, DirError> {
+        let mut members = members.into();
+        // The description shows `dir` is a pool directory before a lock file is made in it;
+        // it is read again under the lock, which a `create` holds while it writes it.
+        if let Err(e) = read_meta(dir) {
+            return Err(missing_meta(dir, e, true));
+        }
+        let lock = lock_dir(dir)?;
+        let meta = read_meta(dir).map_err(|e| missing_meta(dir, e, false))?;
+        let bs = meta.block_size()?;
+        members.described(&meta)?;
+        let numbers = list_images(dir)?;
+        if numbers.is_empty() {
+            return Err(DirError::Invalid(format!(
+                "{} holds no disk images (disk0.img, …)",
+                dir.display()
+            )));
+        }
+        // Superblocks first, on the bare files: which images belong where.
+        let (found, unusable) = scan(dir, &numbers, bs, members.sync_on_flush())?;
+        let mut images = classify(&found);
+        images.extend(unusable);
+        images.sort_by_key(|i| i.number);
+        let (cfg, disks) = newest_config(&found, config).ok_or_else(|| {
+            DirError::Invalid(format!(
+                "no image in {} holds a raidcore superblock",
+                dir.display()
+            ))
+        })?;
+        let order: Vec<usize> = found.iter().map(|f| f.number).collect();
+        let disks_in_order: Vec<M::Disk> = found
+            .into_iter()
+            .map(|f| members.member(f.number, f.disk))
+            .collect();
+        let mem = vec![0u8; HostPool::<M::Disk>::memory_bytes(&cfg, disks)];
+        let opts = ImportOptions {
+            config: cfg,
+            skip_refused: true,
+        };
+        let (pool, import) =
+            HostPool::import(disks_in_order, opts, mem).map_err(|e| import_error(e, &images))?;
+        leave_out_wrong_sizes(&mut images, &import, &order);
+        Ok(PoolDir {
+            dir: dir.to_path_buf(),
+            pool,
+            members,
+            images,
+            import,
+            meta,
+            lock,
+        })
+    }
+}
+
+/// `e`, a failure to read the description of `dir`, explained where possible: the pool is in
+/// use (a `create --force` in progress has moved the description aside; checked only when
+/// `probe_lock`, as the caller must not hold the lock itself), or an interrupted
+/// `create --force` left the old pool in [`REPLACED_DIR`].
+fn missing_meta(dir: &Path, e: DirError, probe_lock: bool) -> DirError {
+    if probe_lock
+        && dir.join(LOCK_FILE).exists()
+        && let Err(in_use @ DirError::InUse(_)) = lock_dir(dir)
+    {
+        return in_use;
+    }
+    let aside = dir.join(REPLACED_DIR);
+    if aside.exists() {
+        return DirError::Invalid(format!(
+            "{e}; {} holds a pool an interrupted `create --force` moved aside: move its files \
+             back into {} to keep it",
+            aside.display(),
+            dir.display()
+        ));
+    }
+    e
+}
+
+/// An import failure; for too many missing members, it names the images left out and why
+/// (each may be a member the import counted as missing).
+fn import_error(e: OpenError, images: &[ImageInfo]) -> DirError {
+    match e {
+        OpenError::TooManyMissing { .. } if images.iter().any(|i| i.note.is_some()) => {
+            let left_out: Vec<String> = images
+                .iter()
+                .filter_map(|i| Some(format!("{} ({})", i.file, i.note.as_deref()?)))
+                .collect();
+            DirError::Invalid(format!(
+                "opening the pool: {e}; left out: {}",
+                left_out.join(", ")
+            ))
+        }
+        e => DirError::Open(e),
+    }
+}
+
+/// Images the import left out for their size are not the members `classify` took them for.
+/// `order` is the image number of each disk in the order given to the import.
+fn leave_out_wrong_sizes(images: &mut [ImageInfo], import: &ImportReport, order: &[usize]) {
+    for (idx, e) in &import.refused {
+        if let OpenError::WrongSize { .. } = e
+            && let Some(&n) = order.get(usize::from(*idx))
+            && let Some(i) = images.iter_mut().find(|i| i.number == n)
+        {
+            i.leave_out("unusable: smaller than the pool's members, or another block size");
+        }
+    }
+}

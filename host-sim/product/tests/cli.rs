@@ -1,0 +1,278 @@
+//! The `raidcore` command on a pool directory, run as a binary: create, status (text and
+//! JSON), serve to real NBD clients (qemu-io, nbdcopy, nbdinfo) and stop on SIGTERM, fail,
+//! replace, scrub; a pool recorded with a device model is served as plain files; a served pool
+//! refuses a second opener.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+use support::{Served, pattern, run_ok, tool};
+
+/// The `raidcore` binary.
+const RAIDCORE: &str = env!("CARGO_BIN_EXE_raidcore");
+
+fn raidcore(args: &[&str]) -> Output {
+    Command::new(RAIDCORE)
+        .args(args)
+        .output()
+        .expect("run raidcore")
+}
+
+/// Runs raidcore expecting success; returns its stdout.
+fn ok(args: &[&str]) -> String {
+    String::from_utf8(run_ok(Command::new(RAIDCORE).args(args)).stdout).unwrap()
+}
+
+fn json(args: &[&str]) -> Value {
+    let out = ok(args);
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("raidcore {args:?}: {e}: {out}"))
+}
+
+fn status(dir: &str) -> Value {
+    json(&["status", "--dir", dir, "--json"])
+}
+
+/// Runs `cmd` expecting exit status 0; returns its stdout.
+fn run(cmd: &mut Command) -> String {
+    String::from_utf8_lossy(&run_ok(cmd).stdout).into_owned()
+}
+
+/// `qemu-io` commands (`-c …` each) on export `lun` of the server at `sock`; exits non-zero
+/// if a `read -P` finds another pattern.
+fn qemu_io(sock: &Path, lun: &str, cmds: &[&str]) -> String {
+    let mut c = tool("qemu-io", "qemu-utils");
+    c.args(["-f", "raw"])
+        .arg(format!("nbd+unix:///{lun}?socket={}", sock.display()));
+    for cmd in cmds {
+        c.args(["-c", cmd]);
+    }
+    run(&mut c)
+}
+
+/// `raidcore serve --dir DIR --unix SOCK`, listening.
+fn serve(dir: &str, sock: &Path) -> Served {
+    Served::start(RAIDCORE, dir, sock, &[])
+}
+
+/// Stops a server with SIGTERM; its exit status must be 0 (a clean stop: flush, checkpoint).
+fn stop(server: Served) -> String {
+    let (exit, log) = server.signal(libc::SIGTERM);
+    assert!(exit.success(), "serve exited with {exit}:\n{log}");
+    log
+}
+
+/// A pool of `disks` members and `spares` hot spares of 64 MiB, two LUNs of 4 MiB, in
+/// `tmp/pool`; returns the directory.
+fn create(tmp: &Path, level: &str, disks: &str, spares: &str) -> PathBuf {
+    let dir = tmp.join("pool");
+    ok(&[
+        "create",
+        "--dir",
+        dir.to_str().unwrap(),
+        "--level",
+        level,
+        "--disks",
+        disks,
+        "--spares",
+        spares,
+        "--disk-size",
+        "64M",
+        "--luns",
+        "2",
+        "--lun-size",
+        "4M",
+    ]);
+    dir
+}
+
+fn states(v: &Value) -> Vec<&str> {
+    v["disks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["state"].as_str().unwrap())
+        .collect()
+}
+
+#[test]
+fn create_prints_the_status_and_status_reads_it_back() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("pool");
+    let d = dir.to_str().unwrap();
+    let args = [
+        "create",
+        "--dir",
+        d,
+        "--level",
+        "raid6",
+        "--disks",
+        "6",
+        "--spares",
+        "1",
+        "--disk-size",
+        "64M",
+        "--luns",
+        "3",
+        "--lun-size",
+        "4M",
+        "--json",
+    ];
+    let v = json(&args);
+    assert_eq!(v["health"], "online");
+    assert_eq!(v["level"], "raid6");
+    assert_eq!(v["model"], "memory");
+    assert_eq!(v["spares"], 1);
+    assert_eq!(v["disks"][5]["image"], "disk5.img");
+    assert_eq!(v["luns"][2]["size_bytes"], 4 << 20);
+    for n in 0..7 {
+        assert!(dir.join(format!("disk{n}.img")).is_file(), "disk{n}.img");
+    }
+    // The layout the simulator knows too: the same description and lock file names.
+    assert!(dir.join("raidcore-sim.json").is_file());
+    assert!(dir.join(".raidcore-sim.lock").is_file());
+    let again = status(d);
+    assert_eq!(again["disks"], v["disks"]);
+    assert_eq!(again["luns"], v["luns"]);
+    let text = ok(&["status", "--dir", d]);
+    assert!(text.contains("state: ONLINE"), "{text}");
+    assert!(text.contains("lun2"), "{text}");
+    // A second create without --force changes nothing and says why (exit status 2).
+    let o = raidcore(&args);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--force"));
+}
+
+#[test]
+fn serve_to_qemu_io_and_nbdcopy_then_stop_on_sigterm() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = create(tmp.path(), "raid5", "4", "1");
+    let d = dir.to_str().unwrap();
+    let sock = tmp.path().join("nbd.sock");
+    let content = pattern(16, 4 << 20);
+    let src = tmp.path().join("src.bin");
+    std::fs::write(&src, &content).unwrap();
+
+    let server = serve(d, &sock);
+    qemu_io(&sock, "lun0", &["write -P 0xab 0 1M", "read -P 0xab 0 1M"]);
+    let uri = format!("nbd+unix:///lun1?socket={}", sock.display());
+    run(tool("nbdcopy", "libnbd-bin").arg(&src).arg(&uri));
+    let back = tmp.path().join("back.bin");
+    run(tool("nbdcopy", "libnbd-bin").arg(&uri).arg(&back));
+    assert!(std::fs::read(&back).unwrap() == content, "lun1 reads back");
+    let list = run(tool("nbdinfo", "libnbd-bin")
+        .arg("--list")
+        .arg(format!("nbd+unix:///?socket={}", sock.display())));
+    assert!(list.contains("lun0") && list.contains("lun1"), "{list}");
+    let log = stop(server);
+    assert!(
+        log.contains("raidcore: serving export \"lun1\" (4 MiB)"),
+        "{log}"
+    );
+
+    // The images hold it: status counts it, and a new server reads it back.
+    let v = status(d);
+    assert_eq!(v["health"], "online");
+    assert_eq!(v["luns"][0]["logical_bytes"], 1 << 20);
+    assert_eq!(v["luns"][1]["logical_bytes"], 4 << 20);
+    let server = serve(d, &sock);
+    qemu_io(&sock, "lun0", &["read -P 0xab 0 1M", "read -P 0 1M 3M"]);
+    run(tool("nbdcopy", "libnbd-bin").arg(&uri).arg(&back));
+    assert!(
+        std::fs::read(&back).unwrap() == content,
+        "lun1 after a restart"
+    );
+    stop(server);
+}
+
+#[test]
+fn fail_replace_and_scrub_keep_the_data() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = create(tmp.path(), "raid6", "6", "1");
+    let d = dir.to_str().unwrap();
+    let sock = tmp.path().join("nbd.sock");
+    let server = serve(d, &sock);
+    qemu_io(&sock, "lun0", &["write -P 0x5c 0 2M"]);
+    stop(server);
+
+    // The hot spare takes slot 2 and is rebuilt.
+    let v = json(&["fail", "--dir", d, "--disk", "2", "--wait", "--json"]);
+    assert_eq!(v["health"], "online", "{v}");
+    assert_eq!(v["spares"], 0);
+    assert_eq!(v["disks"][2]["image"], "disk6.img");
+    // No spare left: degraded; a blank image replaces the failed member and is rebuilt.
+    let v = json(&["fail", "--dir", d, "--disk", "3", "--json"]);
+    assert_eq!(v["health"], "degraded");
+    assert_eq!(states(&v)[3], "failed");
+    let o = raidcore(&["replace", "--dir", d, "--disk", "3", "--json"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("raidcore: disk 3 is now disk3.img"));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["health"], "online", "{v}");
+    assert_eq!(states(&v), ["online"; 6]);
+    let kept: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.starts_with("disk3.img.failed-g"))
+        .collect();
+    assert_eq!(kept.len(), 1, "the failed image is kept aside: {kept:?}");
+    let v = json(&["scrub", "--dir", d, "--json"]);
+    assert_eq!(v["health"], "online");
+    assert_eq!(v["scrub_unrepairable_blocks"], 0);
+
+    let server = serve(d, &sock);
+    qemu_io(&sock, "lun0", &["read -P 0x5c 0 2M"]);
+    stop(server);
+}
+
+/// `raidcore-sim create --model hdd10k` records the model in the description; `raidcore`
+/// serves such a pool as plain files (the model is timing for the simulator) and reports it.
+#[test]
+fn a_pool_recorded_with_a_device_model_is_served_as_plain_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = create(tmp.path(), "raid5", "3", "0");
+    let d = dir.to_str().unwrap();
+    let meta = dir.join("raidcore-sim.json");
+    let text = std::fs::read_to_string(&meta).unwrap();
+    assert!(text.contains("\"memory\""), "{text}");
+    std::fs::write(&meta, text.replace("\"memory\"", "\"hdd10k\"")).unwrap();
+    let sock = tmp.path().join("nbd.sock");
+    let server = serve(d, &sock);
+    qemu_io(
+        &sock,
+        "lun1",
+        &["write -P 0x17 4k 64k", "read -P 0x17 4k 64k"],
+    );
+    stop(server);
+    let v = status(d);
+    assert_eq!(v["model"], "hdd10k");
+    assert_eq!(v["luns"][1]["logical_bytes"], 64 << 10);
+}
+
+/// While `raidcore serve` has the pool open, every other command that would open it is
+/// refused (exit status 2, "is locked") and the server keeps serving.
+#[test]
+fn a_served_pool_refuses_a_second_opener() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = create(tmp.path(), "raid5", "3", "0");
+    let d = dir.to_str().unwrap();
+    let sock = tmp.path().join("nbd.sock");
+    let other = tmp.path().join("other.sock");
+    let server = serve(d, &sock);
+    for args in [
+        vec!["status", "--dir", d],
+        vec!["scrub", "--dir", d],
+        vec!["fail", "--dir", d, "--disk", "0"],
+        vec!["serve", "--dir", d, "--unix", other.to_str().unwrap()],
+    ] {
+        let o = raidcore(&args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("is locked"), "{args:?}: {err}");
+    }
+    qemu_io(&sock, "lun0", &["write -P 1 0 4k", "read -P 1 0 4k"]);
+    stop(server);
+    assert_eq!(status(d)["health"], "online");
+}
