@@ -506,6 +506,10 @@ fn bench_parity(a: &BenchArgs) -> Result<(), Failure> {
 /// slowest job, completion-latency percentiles and the ratio; exits 2 without fio or nbdkit,
 /// 1 if fio reports errors (verification included). Wall-clock figures: not deterministic.
 #[allow(clippy::cast_sign_loss)] // `seconds` is checked positive
+#[expect(
+    clippy::too_many_lines,
+    reason = "the NBD bench: both servers, fio, CPU sampling, the table; to split"
+)]
 fn bench_nbd(a: &BenchArgs) -> Result<(), Failure> {
     use crate::bench_nbd::{
         FSYNC_EVERY, Job, NbdkitPeer, TARGET_RATIO, cpu_us_per_request, process_cpu_secs, run_fio,

@@ -310,6 +310,7 @@ impl Report {
 
     /// The human-readable table: the runs side by side.
     #[must_use]
+    #[expect(clippy::too_many_lines, reason = "the demo table, one line per figure")]
     pub fn to_text(&self) -> String {
         let mut s = String::new();
         let runs: Vec<&RunReport> = std::iter::once(&self.main)

@@ -139,6 +139,10 @@ fn unknown_exports_are_refused_and_negotiation_goes_on() {
 }
 
 #[test]
+#[expect(
+    clippy::too_many_lines,
+    reason = "one scripted session of bad requests, each asserted"
+)]
 fn bad_requests_get_errors_and_the_connection_carries_on() {
     let size = MIB;
     let mut srv = TestServer::start(one_lun(size));

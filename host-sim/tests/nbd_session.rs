@@ -362,6 +362,10 @@ impl Model {
 }
 
 #[test]
+#[expect(
+    clippy::too_many_lines,
+    reason = "one scripted session against a byte model"
+)]
 fn unaligned_reads_writes_zeroes_and_trims_match_a_byte_model() {
     let size = 256 << 10;
     let base_seed = std::env::var("NBD_FUZZ_SEED")

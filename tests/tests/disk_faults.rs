@@ -1000,6 +1000,10 @@ fn verify_lost(
 //     that stripe without redundancy. The rebuild records the LUN blocks it held as lost, goes
 //     on, and ends; they read as errors (across a restart) until rewritten; all others read.
 #[test]
+#[expect(
+    clippy::too_many_lines,
+    reason = "one scenario, step by step with its assertions"
+)]
 fn medium_error_during_raid5_rebuild_reports_the_lost_blocks() {
     let seed = 101;
     let blocks = 400;

@@ -107,6 +107,10 @@ struct Model {
     luns: HashMap<usize, (u16, u64, HashMap<u64, u8>)>,
 }
 
+#[expect(
+    clippy::too_many_lines,
+    reason = "the model-checked interpreter, one arm per operation"
+)]
 fn run_model(ops: &[Op]) -> Result<(), TestCaseError> {
     let cfg = small_cfg(Level::Raid6);
     let mut p = Some(pool(cfg, 6, 64));

@@ -54,8 +54,8 @@ pub(super) fn has_avx512bw() -> bool {
 
 /// Whether this CPU runs the GFNI kernel (AVX-512BW and GFNI).
 pub(super) fn has_gfni() -> bool {
-    cfg!(all(target_feature = "avx512bw", target_feature = "gfni"))
-        || (detected!("avx512bw") && detected!("gfni"))
+    let both = cfg!(all(target_feature = "avx512bw", target_feature = "gfni"));
+    both || (has_avx512bw() && detected!("gfni"))
 }
 
 /// Generates one kernel module from the intrinsic names of one vector width and the field

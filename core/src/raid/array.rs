@@ -1239,115 +1239,16 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
                     rep.unreadable = rep.unreadable.with(d);
                 }
             }
-            let chunk_suspect: Option<Option<usize>> = match geo.level() {
-                Level::Raid0 => None,
+            let verdict = match geo.level() {
+                Level::Raid0 => Chunk::Agree,
                 Level::Raid5 | Level::Raid6 => {
-                    let scheme = self.scheme().ok_or(bug!(ArrayError))?;
-                    if rep.unreadable.is_empty() {
-                        let mut cols: Vec<&[u8], 34> = Vec::new();
-                        for ci in 0..geo.data_strips() + geo.parity_strips() {
-                            let col = geo.parity_column(ci).ok_or(bug!(ArrayError))?;
-                            let d = geo.disk_of(stripe, col).ok_or(bug!(ArrayError))?;
-                            let s = scratch
-                                .get(d * chunk..d * chunk + clen)
-                                .ok_or(bug!(ArrayError))?;
-                            cols.push(s).map_err(|_| bug!(ArrayError))?;
-                        }
-                        match parity::check(&cols, scheme).map_err(|_| ArrayError::Misaligned)? {
-                            parity::CheckResult::Consistent => None,
-                            parity::CheckResult::Mismatch {
-                                p_bad,
-                                q_bad,
-                                suspect,
-                            } => {
-                                rep.p_bad |= p_bad;
-                                rep.q_bad |= q_bad;
-                                let disk = suspect
-                                    .and_then(|ci| geo.parity_column(ci))
-                                    .and_then(|col| geo.disk_of(stripe, col));
-                                Some(disk)
-                            }
-                        }
-                    } else if let Some(missing) = self.lone_missing_column(stripe, rep.unreadable) {
-                        // RAID-6 with one column missing still has one redundancy to check:
-                        // rebuild the missing column (a data strip or P from P, Q from the
-                        // data), then compare the other parity. Which column is wrong cannot
-                        // be told; the pool's checksums decide.
-                        let mut by_disk: Vec<Option<&mut [u8]>, 34> = Vec::new();
-                        for slot in scratch.chunks_exact_mut(chunk).take(n) {
-                            by_disk
-                                .push(slot.get_mut(..clen))
-                                .map_err(|_| bug!(ArrayError))?;
-                        }
-                        let mut cols: Vec<&mut [u8], 34> = Vec::new();
-                        for ci in 0..geo.data_strips() + geo.parity_strips() {
-                            let col = geo.parity_column(ci).ok_or(bug!(ArrayError))?;
-                            let d = geo.disk_of(stripe, col).ok_or(bug!(ArrayError))?;
-                            let c = by_disk
-                                .get_mut(d)
-                                .and_then(Option::take)
-                                .ok_or(ArrayError::ScratchTooSmall)?;
-                            cols.push(c).map_err(|_| bug!(ArrayError))?;
-                        }
-                        parity::reconstruct(&mut cols, scheme, &[missing])
-                            .map_err(|_| ArrayError::Misaligned)?;
-                        match check_columns(&cols, scheme)? {
-                            parity::CheckResult::Consistent => None,
-                            parity::CheckResult::Mismatch { p_bad, q_bad, .. } => {
-                                rep.p_bad |= p_bad;
-                                rep.q_bad |= q_bad;
-                                Some(None)
-                            }
-                        }
-                    } else {
-                        // With more columns missing, parity can only be checked by the pool's
-                        // checksums; nothing more to compare here.
-                        None
-                    }
+                    self.check_parity_chunk(stripe, scratch, chunk, clen, &mut rep)?
                 }
                 Level::Raid1 | Level::Raid10 => {
-                    let mut verdict = None;
-                    for strip in 0..geo.data_strips() {
-                        let copies: Vec<usize, 32> = (0..geo.copies())
-                            .filter_map(|c| {
-                                geo.disk_of(
-                                    stripe,
-                                    Column::Mirror {
-                                        data: strip,
-                                        copy: c,
-                                    },
-                                )
-                            })
-                            .filter(|d| !rep.unreadable.contains(*d))
-                            .collect();
-                        let Some(&first) = copies.first() else {
-                            continue;
-                        };
-                        let a = scratch
-                            .get(first * chunk..first * chunk + clen)
-                            .ok_or(bug!(ArrayError))?;
-                        let differs = copies.iter().skip(1).any(|&d| {
-                            scratch
-                                .get(d * chunk..d * chunk + clen)
-                                .is_none_or(|b| a != b)
-                        });
-                        if differs {
-                            // With three or more copies, a lone dissenter is the suspect.
-                            let slot = |d: usize| scratch.get(d * chunk..d * chunk + clen);
-                            let odd = copies.iter().copied().find(|&d| {
-                                let mut others = copies.iter().copied().filter(|&e| e != d);
-                                let first_other = others.next().and_then(slot);
-                                copies.len() >= 3
-                                    && slot(d) != first_other
-                                    && others.all(|e| slot(e) == first_other)
-                            });
-                            verdict = Some(odd);
-                        }
-                    }
-                    verdict
+                    Self::check_mirror_chunk(&geo, stripe, scratch, chunk, clen, rep.unreadable)?
                 }
             };
-            if let Some(s) = chunk_suspect {
+            if let Chunk::Disagree(s) = verdict {
                 rep.mismatched_chunks += 1;
                 suspect_votes = match suspect_votes {
                     None => Some(s),
@@ -1361,6 +1262,135 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
             rep.suspects = DiskSet::one(d);
         }
         Ok(rep)
+    }
+
+    /// One chunk of [`Self::verify_stripe`] on a parity level: `scratch` holds each member's
+    /// `clen` bytes at `d * chunk`. `Some(suspect)` when the chunk's columns disagree (with the
+    /// member the syndrome names, if it can tell).
+    fn check_parity_chunk(
+        &self,
+        stripe: u64,
+        scratch: &mut [u8],
+        chunk: usize,
+        clen: usize,
+        rep: &mut VerifyReport,
+    ) -> Result<Chunk, ArrayError> {
+        let geo = self.geo;
+        let n = geo.disks();
+        let scheme = self.scheme().ok_or(bug!(ArrayError))?;
+        let verdict = if rep.unreadable.is_empty() {
+            let mut cols: Vec<&[u8], 34> = Vec::new();
+            for ci in 0..geo.data_strips() + geo.parity_strips() {
+                let col = geo.parity_column(ci).ok_or(bug!(ArrayError))?;
+                let d = geo.disk_of(stripe, col).ok_or(bug!(ArrayError))?;
+                let s = scratch
+                    .get(d * chunk..d * chunk + clen)
+                    .ok_or(bug!(ArrayError))?;
+                cols.push(s).map_err(|_| bug!(ArrayError))?;
+            }
+            match parity::check(&cols, scheme).map_err(|_| ArrayError::Misaligned)? {
+                parity::CheckResult::Consistent => Chunk::Agree,
+                parity::CheckResult::Mismatch {
+                    p_bad,
+                    q_bad,
+                    suspect,
+                } => {
+                    rep.p_bad |= p_bad;
+                    rep.q_bad |= q_bad;
+                    let disk = suspect
+                        .and_then(|ci| geo.parity_column(ci))
+                        .and_then(|col| geo.disk_of(stripe, col));
+                    Chunk::Disagree(disk)
+                }
+            }
+        } else if let Some(missing) = self.lone_missing_column(stripe, rep.unreadable) {
+            // RAID-6 with one column missing still has one redundancy to check:
+            // rebuild the missing column (a data strip or P from P, Q from the
+            // data), then compare the other parity. Which column is wrong cannot
+            // be told; the pool's checksums decide.
+            let mut by_disk: Vec<Option<&mut [u8]>, 34> = Vec::new();
+            for slot in scratch.chunks_exact_mut(chunk).take(n) {
+                by_disk
+                    .push(slot.get_mut(..clen))
+                    .map_err(|_| bug!(ArrayError))?;
+            }
+            let mut cols: Vec<&mut [u8], 34> = Vec::new();
+            for ci in 0..geo.data_strips() + geo.parity_strips() {
+                let col = geo.parity_column(ci).ok_or(bug!(ArrayError))?;
+                let d = geo.disk_of(stripe, col).ok_or(bug!(ArrayError))?;
+                let c = by_disk
+                    .get_mut(d)
+                    .and_then(Option::take)
+                    .ok_or(ArrayError::ScratchTooSmall)?;
+                cols.push(c).map_err(|_| bug!(ArrayError))?;
+            }
+            parity::reconstruct(&mut cols, scheme, &[missing])
+                .map_err(|_| ArrayError::Misaligned)?;
+            match check_columns(&cols, scheme)? {
+                parity::CheckResult::Consistent => Chunk::Agree,
+                parity::CheckResult::Mismatch { p_bad, q_bad, .. } => {
+                    rep.p_bad |= p_bad;
+                    rep.q_bad |= q_bad;
+                    Chunk::Disagree(None)
+                }
+            }
+        } else {
+            // With more columns missing, parity can only be checked by the pool's
+            // checksums; nothing more to compare here.
+            Chunk::Agree
+        };
+        Ok(verdict)
+    }
+
+    /// One chunk of [`Self::verify_stripe`] on a mirror level: `Some(suspect)` when copies of a
+    /// strip disagree (with the lone dissenter among three or more copies, if there is one).
+    fn check_mirror_chunk(
+        geo: &Geometry,
+        stripe: u64,
+        scratch: &[u8],
+        chunk: usize,
+        clen: usize,
+        unreadable: DiskSet,
+    ) -> Result<Chunk, ArrayError> {
+        let mut verdict = Chunk::Agree;
+        for strip in 0..geo.data_strips() {
+            let copies: Vec<usize, 32> = (0..geo.copies())
+                .filter_map(|c| {
+                    geo.disk_of(
+                        stripe,
+                        Column::Mirror {
+                            data: strip,
+                            copy: c,
+                        },
+                    )
+                })
+                .filter(|d| !unreadable.contains(*d))
+                .collect();
+            let Some(&first) = copies.first() else {
+                continue;
+            };
+            let a = scratch
+                .get(first * chunk..first * chunk + clen)
+                .ok_or(bug!(ArrayError))?;
+            let differs = copies.iter().skip(1).any(|&d| {
+                scratch
+                    .get(d * chunk..d * chunk + clen)
+                    .is_none_or(|b| a != b)
+            });
+            if differs {
+                // With three or more copies, a lone dissenter is the suspect.
+                let slot = |d: usize| scratch.get(d * chunk..d * chunk + clen);
+                let odd = copies.iter().copied().find(|&d| {
+                    let mut others = copies.iter().copied().filter(|&e| e != d);
+                    let first_other = others.next().and_then(slot);
+                    copies.len() >= 3
+                        && slot(d) != first_other
+                        && others.all(|e| slot(e) == first_other)
+                });
+                verdict = Chunk::Disagree(odd);
+            }
+        }
+        Ok(verdict)
     }
 
     /// On RAID-6, the parity column index of the only member of `unreadable` (which must hold
@@ -1438,6 +1468,15 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
         }
         ok
     }
+}
+
+/// What one chunk of a stripe check found.
+#[derive(Debug, Clone, Copy)]
+enum Chunk {
+    /// Every readable column agreed (or nothing could be compared).
+    Agree,
+    /// Columns disagree; the member the check names, if it can tell.
+    Disagree(Option<usize>),
 }
 
 /// Runs `op`, and again while it fails with a retryable error ([`ErrorKind::is_retryable`]), at

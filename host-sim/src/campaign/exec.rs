@@ -1044,6 +1044,10 @@ impl Sim {
 
     /// Power is off on every disk: take the disks, power them on, import them (shuffled, maybe
     /// with a stale disk from the graveyard) and check every block.
+    #[expect(
+        clippy::too_many_lines,
+        reason = "the power-cut step: crash, offer disks, import, check the report; to split"
+    )]
     fn crash(&mut self, shuffle: u32) -> StepResult {
         let at = self.step;
         self.rail.cut_all();
@@ -1189,6 +1193,10 @@ impl Sim {
     }
 
     /// Checks after every step: transitions (rebuilds, scrubs), health and counters.
+    #[expect(
+        clippy::too_many_lines,
+        reason = "checks every model invariant after a step; to split"
+    )]
     fn observe(&mut self) -> StepResult {
         let at = self.step;
         if self.dead || self.pool.is_none() {

@@ -475,6 +475,10 @@ impl Generator {
     }
 
     /// The next step.
+    #[expect(
+        clippy::too_many_lines,
+        reason = "one weighted choice over every step kind"
+    )]
     pub(crate) fn next(&mut self, src: &mut Source<'_>, v: &View) -> Step {
         let i = self.drawn;
         self.drawn += 1;
