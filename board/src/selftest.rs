@@ -348,6 +348,8 @@ pub enum PoolTestError {
     Lun(raidcore::pool::LunError),
     /// A pool call failed.
     Io(raidcore::pool::IoError),
+    /// Failing the member by hand was refused.
+    Admin(raidcore::pool::AdminError),
     /// A LUN block read back differs from what was written (4 KiB LUN block).
     Mismatch {
         /// The LUN block.
@@ -406,7 +408,7 @@ pub fn pool_raid6_rebuild<D: BlockDevice>(
     pool.flush().map_err(PoolTestError::Io)?;
     report.ticks_write = clock().wrapping_sub(t0);
 
-    pool.fail_disk(cfg.failed).map_err(PoolTestError::Io)?;
+    pool.fail_disk(cfg.failed).map_err(PoolTestError::Admin)?;
     let t0 = clock();
     loop {
         let step = pool.maintenance().map_err(PoolTestError::Io)?;

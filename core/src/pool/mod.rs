@@ -218,6 +218,63 @@ impl core::error::Error for OpenError {
     }
 }
 
+/// Why a membership call ([`Pool::fail_disk`], [`Pool::replace_disk`], [`Pool::add_spare`])
+/// was refused or failed. Refusals change nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum AdminError {
+    /// No member slot with this number.
+    NoSuchSlot {
+        /// The slot asked for.
+        slot: usize,
+    },
+    /// The slot's member is not failed (only a failed slot takes a replacement).
+    NotFailed {
+        /// The slot asked for.
+        slot: usize,
+    },
+    /// The disk has another block size than the members, or fewer blocks than they need.
+    DiskMismatch,
+    /// The pool already holds `N` members and spares.
+    TooManyDisks,
+    /// Writing the new configuration failed.
+    Io(IoError),
+}
+
+impl core::fmt::Display for AdminError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            AdminError::NoSuchSlot { slot } => write!(f, "no member slot {slot}"),
+            AdminError::NotFailed { slot } => {
+                write!(
+                    f,
+                    "member {slot} is not failed; only a failed slot is replaced"
+                )
+            }
+            AdminError::DiskMismatch => f.write_str(
+                "the disk has another block size than the members or is smaller than they are",
+            ),
+            AdminError::TooManyDisks => f.write_str("no room for another disk in this pool"),
+            AdminError::Io(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl core::error::Error for AdminError {
+    fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
+        match self {
+            AdminError::Io(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<IoError> for AdminError {
+    fn from(e: IoError) -> Self {
+        AdminError::Io(e)
+    }
+}
+
 /// Options for [`Pool::import`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ImportOptions {

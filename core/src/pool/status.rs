@@ -4,12 +4,12 @@
 use heapless::Vec;
 use raidcore_hal::{BlockDevice, ErrorKind};
 
-use super::Pool;
 use super::membership::Spare;
 use super::scrub::Scrub;
+use super::{AdminError, Pool};
 use crate::error::IoError;
 use crate::format::BadRange;
-use crate::raid::{ArrayError, DiskErrors, DiskState};
+use crate::raid::{DiskErrors, DiskState};
 
 /// Pool health, as `zpool status` says it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -159,23 +159,25 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
     }
 
     /// Fails member `slot` by hand (as if it died): a hot spare takes over if there is one.
-    pub fn fail_disk(&mut self, slot: usize) -> Result<(), IoError> {
+    pub fn fail_disk(&mut self, slot: usize) -> Result<(), AdminError> {
         self.array
             .fail(slot, ErrorKind::DeviceFailed)
-            .map_err(IoError::Device)?;
-        self.on_members_failed()
+            .map_err(|_| AdminError::NoSuchSlot { slot })?;
+        Ok(self.on_members_failed()?)
     }
 
     /// Puts a blank disk into failed member slot `slot` and starts rebuilding onto it.
-    pub fn replace_disk(&mut self, slot: usize, disk: D) -> Result<(), IoError> {
+    pub fn replace_disk(&mut self, slot: usize, disk: D) -> Result<(), AdminError> {
         let m = self
             .array
             .member(slot)
-            .ok_or(IoError::Device(ArrayError::OutOfRange))?;
+            .ok_or(AdminError::NoSuchSlot { slot })?;
         if m.state() != DiskState::Failed {
-            return Err(IoError::Device(ArrayError::OutOfRange));
+            return Err(AdminError::NotFailed { slot });
         }
-        self.array.replace(slot, disk).map_err(IoError::Device)?;
+        self.array
+            .replace(slot, disk)
+            .map_err(|_| AdminError::DiskMismatch)?;
         let guid = self.members.new_guid();
         if let Some(g) = self.members.conf.member_guids.get_mut(slot) {
             *g = guid;
@@ -183,22 +185,25 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         if self.rebuild.is_none() {
             self.start_rebuild_at(slot as u8, 0);
         }
-        self.write_config()
+        Ok(self.write_config()?)
     }
 
     /// Adds a hot spare (a blank disk at least as large as the members).
-    pub fn add_spare(&mut self, disk: D) -> Result<(), IoError> {
+    pub fn add_spare(&mut self, disk: D) -> Result<(), AdminError> {
         let geo = *self.array.geometry();
         if disk.block_size().bytes() != geo.block_bytes()
             || disk.block_count() < geo.stripe_lba(geo.stripes())
         {
-            return Err(IoError::Device(ArrayError::DiskMismatch));
+            return Err(AdminError::DiskMismatch);
+        }
+        if self.members.spares.is_full() {
+            return Err(AdminError::TooManyDisks);
         }
         let guid = self.members.new_guid();
         self.members
             .spares
             .push(Spare { disk, guid })
-            .map_err(|_| IoError::Device(ArrayError::OutOfRange))?;
+            .map_err(|_| AdminError::TooManyDisks)?;
         self.write_config()?;
         // A failed member waiting for a spare takes it now.
         if !self.array.failed().is_empty() {

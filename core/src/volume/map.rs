@@ -5,7 +5,7 @@
 //!
 //! Cache rule: every cached page's ancestors are cached too (a page with cached children is
 //! pinned), so writing an evicted dirty page can always update its parent in memory. The cache
-//! therefore needs at least `depth + 1` slots; [`crate::pool::PoolConfig`] checks a margin.
+//! therefore needs at least `depth + 1` slots (the pool's configuration checks a margin).
 //!
 //! [`MapCache`] owns the cache's bookkeeping; the page bytes live in an arena slice lent per
 //! call, and pages are read, written and accounted through a [`PageStore`] (the log and the

@@ -4,7 +4,7 @@ use std::fmt;
 use std::io;
 use std::path::PathBuf;
 
-use raidcore::pool::{IoError, LunError, OpenError};
+use raidcore::pool::{AdminError, IoError, LunError, OpenError};
 
 use crate::disk::DiskError;
 
@@ -31,6 +31,8 @@ pub enum DirError {
     Create(OpenError),
     /// A data-path or management call of the pool failed.
     Pool(IoError),
+    /// A membership call (fail, replace, add a spare) was refused or failed.
+    Admin(AdminError),
     /// A LUN could not be created.
     Lun(LunError),
     /// The request does not make sense; the text says why. Nothing was changed.
@@ -48,6 +50,7 @@ impl fmt::Display for DirError {
             DirError::Open(e) => write!(f, "opening the pool: {e}"),
             DirError::Create(e) => write!(f, "creating the pool: {e}"),
             DirError::Pool(e) => write!(f, "pool: {e}"),
+            DirError::Admin(e) => write!(f, "pool: {e}"),
             DirError::Lun(e) => write!(f, "creating a LUN: {e}"),
             DirError::Invalid(s) | DirError::InUse(s) => f.write_str(s),
         }
@@ -60,6 +63,12 @@ impl std::error::Error for DirError {}
 impl From<IoError> for DirError {
     fn from(e: IoError) -> Self {
         DirError::Pool(e)
+    }
+}
+
+impl From<AdminError> for DirError {
+    fn from(e: AdminError) -> Self {
+        DirError::Admin(e)
     }
 }
 
