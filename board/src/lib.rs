@@ -10,6 +10,8 @@
 //!   (`embedded-hal-bus` shared devices) or have one bus each.
 //! - [`sdmmc`]: adapters both ways with `embedded-sdmmc`'s own `BlockDevice` trait: any device
 //!   implementing it can be a pool member, and a FAT volume can sit on a raidcore LUN.
+//! - [`scsi`]: a SCSI block device (the command set of USB mass storage) over a pool LUN,
+//!   independent of the transport; the RP2040 firmware puts it behind USB.
 //! - [`selftest`]: a RAID-6 parity self-test over any set of member devices (seeded data, P/Q,
 //!   one member failed, rebuilt onto a spare, every block verified); the example firmware and the
 //!   QEMU image run it.
@@ -32,6 +34,7 @@ mod fmt;
 
 #[cfg(feature = "fake-sd")]
 pub mod fake_sd;
+pub mod scsi;
 pub mod sd;
 pub mod sdmmc;
 pub mod selftest;
