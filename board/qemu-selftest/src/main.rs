@@ -126,7 +126,11 @@ const STACK_DEPTH: usize = 192 * 1024;
 /// written from a seed (a flush every 64), a power cut and an import, member 2 failed and
 /// rebuilt onto the spare by maintenance steps, a scrub, every block read back. Prints the
 /// stack high-water mark of each phase and the worst instruction counts of single calls.
-fn run_pool(disks: [SemihostingDisk<ArmSemihost>; MEMBERS + 1]) -> ! {
+fn run_pool(
+    disks: [SemihostingDisk<ArmSemihost>; MEMBERS + 1],
+    lun_blocks: u64,
+    write_only: bool,
+) -> ! {
     let mut o = out();
     // The firmware's four members (images 0-3) and the last image as its spare.
     let [d0, d1, d2, d3, _, _, spare] = disks;
@@ -139,7 +143,7 @@ fn run_pool(disks: [SemihostingDisk<ArmSemihost>; MEMBERS + 1]) -> ! {
     };
     let cfg = selftest::PoolConfig {
         seed: 0x5241_4944_434F_5245,
-        lun_blocks: 1024,
+        lun_blocks,
         failed: 2,
         flush_every: 64,
     };
@@ -166,6 +170,9 @@ fn run_pool(disks: [SemihostingDisk<ArmSemihost>; MEMBERS + 1]) -> ! {
     let mut n = 0;
     let mut frame = 0;
     let mut probe = |phase| {
+        if write_only && phase == selftest::Phase::Write {
+            debug::exit(debug::EXIT_SUCCESS);
+        }
         // SAFETY: `low` came from `paint` and the region is still free stack.
         let used = entry - unsafe { stack::lowest_used(low) };
         frame = frame.max(entry - stack::sp());
@@ -301,8 +308,12 @@ fn main() -> ! {
         2_000_000 / ticks.max(1)
     );
     let disks = open_disks();
-    if mode == "pool" {
-        run_pool(disks)
+    match mode {
+        "pool" => run_pool(disks, 1024, false),
+        // Create and 128 block writes only, then exit: for instruction profiles of the write
+        // path (`-d in_asm,exec,nochain`; board/README.md).
+        "pool-write" => run_pool(disks, 128, true),
+        _ => {}
     }
     let blocks = disks
         .iter()
