@@ -4,6 +4,8 @@
 //! 0x5A, write, flush, read, on 512-byte-block disks)". These tests run exactly that, and a
 //! sweep around it, on fake SD cards through `embedded-sdmmc`, across a close and re-import.
 
+mod common;
+
 use raidcore::pool::{ImportOptions, Pool, PoolConfig};
 use raidcore::raid::Level;
 use raidcore_board::fake_sd::{SharedCard, card_rig};
@@ -65,34 +67,17 @@ fn one_block_of_0x5a_reads_back_after_flush_and_import() {
 
 /// 4 KiB block `i` of one of four kinds of content: one repeated byte, text, zeros, or bytes
 /// that do not compress.
-fn pattern(kind: usize, i: usize, text: &[u8]) -> Vec<u8> {
+fn pattern(kind: usize, i: usize) -> Vec<u8> {
     match kind {
         0 => vec![0x5A ^ i as u8; 4096],
-        1 => text
-            .iter()
-            .copied()
-            .cycle()
-            .skip(i * 4096)
-            .take(4096)
-            .collect(),
+        1 => common::text(i * 4096, 4096),
         2 => vec![0; 4096],
-        _ => {
-            let mut s = (i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-            (0..4096)
-                .map(|_| {
-                    s ^= s << 13;
-                    s ^= s >> 7;
-                    s ^= s << 17;
-                    s as u8
-                })
-                .collect()
-        }
+        _ => common::noise(i as u64, 4096),
     }
 }
 
 #[test]
 fn compressed_extents_of_every_size_read_back_after_flush_and_import() {
-    let text = std::fs::read("/usr/share/common-licenses/GPL-3").unwrap();
     for extent in [1u8, 2, 4, 8] {
         for zil in [16u32, 32] {
             let cfg = config(extent, zil);
@@ -101,7 +86,7 @@ fn compressed_extents_of_every_size_read_back_after_flush_and_import() {
             let mut want = Vec::new();
             // Runs of each kind, flushed at odd points so extents close at every length.
             for i in 0..96usize {
-                let b = pattern((i / 5) % 4, i, &text);
+                let b = pattern((i / 5) % 4, i);
                 pool.write(lun, i as u64, &b, i % 7 == 3).unwrap();
                 if i % 11 == 10 {
                     pool.flush().unwrap();

@@ -2,8 +2,9 @@
 //! every command the USB mass-storage firmware serves, and every sense path, through a host
 //! double that moves the data phase in 64-byte packets and now and then has no room at all.
 
+mod common;
+
 use raidcore::pool::{ImportOptions, Pool, PoolConfig};
-use raidcore::raid::Level;
 use raidcore_board::fake_sd::{CardRig, Fault, SharedCard, card_rig};
 use raidcore_board::scsi::{DataPhase, Poll, ScsiTarget, Sense, Status, key};
 use raidcore_hal::BlockSize;
@@ -12,17 +13,9 @@ type CardPool = Pool<SharedCard, Vec<u8>, 8, 3, 16, 2>;
 
 const UUID: [u8; 16] = *b"raidcore-scsi-t1";
 
+/// The RP2040 firmware's settings (RAID-6, 4 KiB strips, 8 KiB extents, LZ4 on).
 fn config() -> PoolConfig {
-    PoolConfig {
-        level: Level::Raid6,
-        strip_bytes: 4096,
-        max_extent_blocks: 2,
-        compression: true,
-        zil_slots: 16,
-        segment_stripes: 4,
-        max_segments: 256,
-        ..PoolConfig::default()
-    }
+    raidcore_board::pico::pool_config()
 }
 
 /// A RAID-6 pool on six 4 MiB fake cards plus a spare, with one LUN of `lun_blocks`.
@@ -145,8 +138,7 @@ fn rw16(op: u8, lba: u64, blocks: u32) -> [u8; 16] {
 
 /// Real bytes from this machine.
 fn text(len: usize) -> Vec<u8> {
-    let src = std::fs::read("/usr/share/common-licenses/GPL-3").unwrap();
-    src.iter().copied().cycle().take(len).collect()
+    common::text(0, len)
 }
 
 #[test]
@@ -460,18 +452,8 @@ fn a_full_pool_refuses_writes_with_data_protect() {
     let (mut p, _rig) = pool(64);
     let blocks = p.usable_bytes() / 4096;
     let other = p.create_lun("filler", blocks).unwrap();
-    let mut s = 0x1234_5678_9ABC_DEF0u64;
-    let mut noise = vec![0u8; 4096];
-    let mut fill = |noise: &mut Vec<u8>| {
-        for b in noise.iter_mut() {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            *b = s as u8;
-        }
-    };
     for lba in 0..blocks {
-        fill(&mut noise);
+        let noise = common::noise(0x1234_5678 + lba, 4096);
         match p.write(other, lba, &noise, false) {
             Ok(()) => {}
             Err(raidcore::pool::IoError::NoSpace) => break,
@@ -481,7 +463,7 @@ fn a_full_pool_refuses_writes_with_data_protect() {
     let last = p.create_lun("last", blocks).unwrap();
     let mut t = ScsiTarget::new(last, BlockSize::B4096);
     for lba in 0..blocks as u32 {
-        fill(&mut noise);
+        let noise = common::noise(0x9876_5432 + u64::from(lba), 4096);
         let d = run(&mut t, &mut p, &rw10(0x2A, false, lba, 1), &noise);
         if d.status == Status::CheckCondition {
             let sn = t.sense();

@@ -264,7 +264,7 @@ fn main() -> ! {
         core::mem::size_of::<FwPool>()
     );
 
-    let mut last_log = 0u64;
+    let (mut last_log, mut last_health) = (0u64, 0u64);
     let mut health = Health::Online;
     loop {
         let now = timer.get_counter().ticks(); // microseconds
@@ -278,10 +278,13 @@ fn main() -> ! {
                 Err(e) => defmt::warn!("maintenance: {}", e),
             }
         }
-        let h = pool.status().health;
-        if h != health {
-            defmt::warn!("pool {}", h.name());
-            health = h;
+        if now - last_health > 100_000 {
+            last_health = now;
+            let h = pool.status().health;
+            if h != health {
+                defmt::warn!("pool {}", h.name());
+                health = h;
+            }
         }
         let blink = match health {
             Health::Online => true,
