@@ -262,8 +262,10 @@ impl CDisk {
         (d.read.is_some() && d.write.is_some() && d.flush.is_some()).then_some(CDisk { d: *d, bs })
     }
 
-    fn kind(code: i32, lba: u64, blocks: u64, bad: u64) -> ErrorKind {
-        match code {
+    /// A callback's result code as a device result (`bad`: the block it named, if any).
+    fn result(code: i32, lba: u64, blocks: u64, bad: u64) -> Result<(), ErrorKind> {
+        Err(match code {
+            RAIDCORE_DISK_OK => return Ok(()),
             RAIDCORE_DISK_MEDIUM => ErrorKind::Medium {
                 lba: if (lba..lba + blocks).contains(&bad) {
                     bad
@@ -275,7 +277,7 @@ impl CDisk {
             RAIDCORE_DISK_TIMEOUT => ErrorKind::Timeout,
             RAIDCORE_DISK_FAILED => ErrorKind::DeviceFailed,
             _ => ErrorKind::Other,
-        }
+        })
     }
 }
 
@@ -297,11 +299,7 @@ impl BlockDevice for CDisk {
         // SAFETY: the integrator promised (raidcore_disk) a callback valid with this context;
         // `buf` holds exactly `n` blocks and lives across the call.
         let r = unsafe { f(self.d.ctx, lba, buf.as_mut_ptr(), n as u32, &raw mut bad) };
-        if r == RAIDCORE_DISK_OK {
-            Ok(())
-        } else {
-            Err(Self::kind(r, lba, n, bad))
-        }
+        Self::result(r, lba, n, bad)
     }
     fn write(&mut self, lba: u64, buf: &[u8]) -> Result<(), ErrorKind> {
         let n = raidcore_hal::check_io(self.bs, self.d.block_count, lba, buf.len())?;
@@ -309,21 +307,13 @@ impl BlockDevice for CDisk {
         let mut bad = u64::MAX;
         // SAFETY: as in `read`.
         let r = unsafe { f(self.d.ctx, lba, buf.as_ptr(), n as u32, &raw mut bad) };
-        if r == RAIDCORE_DISK_OK {
-            Ok(())
-        } else {
-            Err(Self::kind(r, lba, n, bad))
-        }
+        Self::result(r, lba, n, bad)
     }
     fn flush(&mut self) -> Result<(), ErrorKind> {
         let f = self.d.flush.ok_or(ErrorKind::DeviceFailed)?;
         // SAFETY: as in `read`.
         let r = unsafe { f(self.d.ctx) };
-        if r == RAIDCORE_DISK_OK {
-            Ok(())
-        } else {
-            Err(Self::kind(r, 0, 0, 0))
-        }
+        Self::result(r, 0, 0, 0)
     }
 }
 
