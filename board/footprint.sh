@@ -5,6 +5,11 @@
 #                                      thumbv7em-none-eabihf (release, no features; the sum of
 #                                      `.text*` sections in their rlibs, as core/footprint.sh
 #                                      counts the core): fails above 64 KiB.
+#   bash board/footprint.sh frames ELF NAME...
+#                                      stack frame of the first function whose symbol matches
+#                                      each NAME (a regex), read from its Thumb prologue
+#                                      (`sub sp, #n` and `ldr rN, =-n; add sp, rN`): how the
+#                                      boot stack figures of board/README.md were added up.
 #   bash board/footprint.sh budget ELF RAM and flash budget of the RP2040 firmware ELF: static
 #                                      RAM (.data + .bss + .uninit) of the 264 KiB, the stack
 #                                      room left, flash (.text + .rodata + .data) of the 2 MiB;
@@ -61,8 +66,29 @@ budget)
     exit 1
   fi
   ;;
+frames)
+  elf=${2:?usage: footprint.sh frames ELF NAME...}
+  shift 2
+  set +o pipefail # a prologue without `sub sp` is fine
+  for f in "$@"; do
+    addr=$(arm-none-eabi-nm "$elf" | grep -E " [tT] .*$f" | head -1 | awk '{print $1}')
+    if [ -z "$addr" ]; then echo "$f: no symbol (inlined)"; continue; fi
+    pro=$(arm-none-eabi-objdump -d --start-address="0x$addr" \
+      --stop-address="$(printf '0x%x' $((0x$addr + 40)))" "$elf")
+    n=$(grep -E "sub(\.w)?\s+sp, (sp, )?#" <<<"$pro" | grep -oE "#[0-9]+" | tr -d '#' |
+      awk '{ s += $1 } END { print s + 0 }')
+    if grep -qE "add\s+sp, r" <<<"$pro"; then
+      lit=$(grep -m1 -E "ldr\s+r[0-9], \[pc" <<<"$pro" | grep -oE "@ \(1[0-9a-f]+" | tr -d '@ (')
+      word=$(arm-none-eabi-objdump -s --start-address="0x$lit" \
+        --stop-address="$(printf '0x%x' $((0x$lit + 4)))" "$elf" | tail -1 | awk '{print $2}')
+      le=$(sed 's/\(..\)\(..\)\(..\)\(..\)/\4\3\2\1/' <<<"$word")
+      n=$((n + (1 << 32) - 0x$le))
+    fi
+    printf '%8d B  %s\n' "$n" "$f"
+  done
+  ;;
 *)
-  echo "usage: bash board/footprint.sh text | budget ELF" >&2
+  echo "usage: bash board/footprint.sh text | frames ELF NAME... | budget ELF" >&2
   exit 2
   ;;
 esac
