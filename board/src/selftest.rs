@@ -336,13 +336,15 @@ pub struct PoolConfig {
     pub lun_blocks: u64,
     /// The member slot that fails and is rebuilt onto the spare.
     pub failed: usize,
+    /// A flush after every this many block writes (and one at the end).
+    pub flush_every: u64,
 }
 
 /// Why the pool-level self-test failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum PoolTestError {
-    /// The pool could not be created (members, arena size, geometry).
+    /// The pool could not be created or imported (members, arena size, geometry).
     Open(raidcore::pool::OpenError),
     /// The LUN could not be created (too large for the members).
     Lun(raidcore::pool::LunError),
@@ -359,112 +361,229 @@ pub enum PoolTestError {
     NotHealthy,
 }
 
-/// The arena [`pool_raid6_rebuild`] needs for `members` members, in bytes.
-pub fn pool_memory_bytes(members: usize) -> usize {
-    TestPool::<NoDisk>::memory_bytes(&pool_config(), members)
+/// The phases of [`pool_raid6_rebuild`], in order; its `probe` is called at the end of each
+/// (the QEMU image reads its stack high-water mark there).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Phase {
+    /// `Pool::create` and `create_lun`.
+    Create,
+    /// The block writes and the flushes among them.
+    Write,
+    /// `Pool::import` after a power cut that followed the last flush.
+    Import,
+    /// `fail_disk` and the `maintenance` steps of the rebuild onto the spare.
+    Rebuild,
+    /// A scrub of the whole pool by `maintenance` steps.
+    Scrub,
+    /// Every block read back.
+    Verify,
 }
 
-/// The pool-level self-test: creates a RAID-6 pool on blank `members` with `spare` as hot
-/// spare (4 KiB strips, no compression), writes `cfg.lun_blocks` seeded 4 KiB blocks to one LUN
-/// and flushes, fails member `cfg.failed`, runs maintenance until the rebuild onto the spare is
-/// done, and reads every block back. `mem` is the pool's arena, at least
-/// [`pool_memory_bytes`]. Ticks as in [`Report`]: `ticks_write` covers writes and the flush,
-/// `ticks_rebuild` the maintenance calls; the parity-only tick fields stay 0.
+/// Measurements of a passed [`pool_raid6_rebuild`]. Ticks come from the caller's clock; each
+/// `*_max` is the most one call took.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct PoolReport {
+    /// Members in the pool.
+    pub members: usize,
+    /// Client bytes written.
+    pub data_bytes: u64,
+    /// Extent payload bytes stored after LZ4 (compare with `data_bytes`).
+    pub bytes_stored: u64,
+    /// Bytes written to members since import (parity, labels and intent log included).
+    pub bytes_written: u64,
+    /// Bytes written to members by the rebuild and repairs, since import.
+    pub bytes_rebuilt: u64,
+    /// Stripes rebuilt onto the spare.
+    pub stripes_rebuilt: u64,
+    /// Stripes scrubbed.
+    pub stripes_scrubbed: u64,
+    /// LUN blocks read back and compared.
+    pub blocks_verified: u64,
+    /// Ticks of all writes and flushes.
+    pub ticks_write: u64,
+    /// Most ticks of one `write` call (one 4 KiB block).
+    pub ticks_write_max: u64,
+    /// Most ticks of one `flush` call.
+    pub ticks_flush_max: u64,
+    /// Flushes made.
+    pub flushes: u64,
+    /// Ticks of `Pool::create` (with `create_lun`).
+    pub ticks_create: u64,
+    /// Ticks of `Pool::import` after the power cut.
+    pub ticks_import: u64,
+    /// Log items import replayed.
+    pub items_replayed: u64,
+    /// Ticks of all rebuild steps.
+    pub ticks_rebuild: u64,
+    /// `maintenance` calls of the rebuild.
+    pub rebuild_steps: u64,
+    /// Most ticks of one rebuild step.
+    pub ticks_rebuild_step_max: u64,
+    /// Most ticks of one scrub step.
+    pub ticks_scrub_step_max: u64,
+    /// Most ticks of one `read` call (one 4 KiB block).
+    pub ticks_read_max: u64,
+}
+
+/// The arena [`pool_raid6_rebuild`] needs for `members` members, in bytes.
+pub fn pool_memory_bytes(members: usize) -> usize {
+    TestPool::<NoDisk>::memory_bytes(&crate::pico::pool_config(), members)
+}
+
+/// Runs `f`, adds its ticks to `*max` if it took longer than every call before. Never
+/// inlined, so the pool call inside gets its own stack frame (the QEMU image measures the
+/// stack below the self-test's frame).
+#[inline(never)]
+fn timed<T>(clock: &mut dyn FnMut() -> u64, max: &mut u64, f: impl FnOnce() -> T) -> (T, u64) {
+    let t = clock();
+    let r = f();
+    let dt = clock().wrapping_sub(t);
+    *max = (*max).max(dt);
+    (r, dt)
+}
+
+/// The pool-level self-test, in the RP2040 firmware's configuration ([`crate::pico`]):
+/// creates a RAID-6 pool on blank `members` with `spare` as hot spare, writes
+/// `cfg.lun_blocks` seeded 4 KiB blocks to one LUN (half of them compressible) with a flush
+/// every `cfg.flush_every`, cuts the power after the last flush (nothing closed) and imports
+/// the pool again from its disks, fails member `cfg.failed`, runs maintenance until the
+/// rebuild onto the spare is done, scrubs, and reads every block back. `mem` is the pool's
+/// arena, at least [`pool_memory_bytes`]; `clock` returns a monotonic tick count; `probe` is
+/// called at the end of each [`Phase`].
 pub fn pool_raid6_rebuild<D: BlockDevice>(
     members: impl IntoIterator<Item = D>,
     spare: D,
     cfg: &PoolConfig,
     mem: &mut [u8],
     clock: &mut dyn FnMut() -> u64,
-) -> Result<Report, PoolTestError> {
+    probe: &mut dyn FnMut(Phase),
+) -> Result<PoolReport, PoolTestError> {
     let mut uuid = [0u8; 16];
     let mut s = cfg.seed;
     for c in uuid.chunks_exact_mut(8) {
         c.copy_from_slice(&splitmix64(&mut s).to_le_bytes());
     }
-    let mut pool = TestPool::<D>::create(members, [spare], pool_config(), uuid, mem)
-        .map_err(PoolTestError::Open)?;
+    let pcfg = crate::pico::pool_config();
+    let mut rep = PoolReport::default();
+    let t0 = clock();
+    let mut pool =
+        TestPool::<D>::create(members, [spare], pcfg, uuid, mem).map_err(PoolTestError::Open)?;
     let lun = pool
         .create_lun("selftest", cfg.lun_blocks)
         .map_err(PoolTestError::Lun)?;
-    let n = pool.status().disks.len();
-    let mut report = Report {
-        members: n,
-        ..Report::default()
-    };
-    let mut block = [0u8; 4096];
+    rep.ticks_create = clock().wrapping_sub(t0);
+    rep.members = pool.status().disks.len();
     info!(
         "pool self-test: {} members, {} LUN blocks",
-        n, cfg.lun_blocks
+        rep.members, cfg.lun_blocks
     );
+    probe(Phase::Create);
 
-    let t0 = clock();
+    let mut block = [0u8; 4096];
+    let every = cfg.flush_every.max(1);
     for lba in 0..cfg.lun_blocks {
         fill_block(cfg.seed, lba, &mut block);
-        pool.write(lun, lba, &block, false)
-            .map_err(PoolTestError::Io)?;
-        report.data_bytes += 4096;
+        let (r, dt) = timed(clock, &mut rep.ticks_write_max, || {
+            pool.write(lun, lba, &block, false)
+        });
+        r.map_err(PoolTestError::Io)?;
+        rep.ticks_write += dt;
+        rep.data_bytes += 4096;
+        if (lba + 1) % every == 0 || lba + 1 == cfg.lun_blocks {
+            let (r, dt) = timed(clock, &mut rep.ticks_flush_max, || pool.flush());
+            r.map_err(PoolTestError::Io)?;
+            rep.ticks_write += dt;
+            rep.flushes += 1;
+        }
     }
-    pool.flush().map_err(PoolTestError::Io)?;
-    report.ticks_write = clock().wrapping_sub(t0);
+    rep.bytes_stored = pool.stats().counters.extent_stored_bytes;
+    probe(Phase::Write);
+
+    // Power cut after the last flush: nothing closed, no checkpoint; import rolls forward.
+    let (members, spares, mem) = pool.into_parts();
+    let opts = raidcore::pool::ImportOptions {
+        config: pcfg,
+        skip_refused: false,
+    };
+    let t0 = clock();
+    let (mut pool, ir) =
+        TestPool::<D>::import(members.into_iter().flatten().chain(spares), opts, mem)
+            .map_err(PoolTestError::Open)?;
+    rep.ticks_import = clock().wrapping_sub(t0);
+    rep.items_replayed = ir.items_replayed;
+    probe(Phase::Import);
 
     pool.fail_disk(cfg.failed).map_err(PoolTestError::Admin)?;
-    let t0 = clock();
     loop {
-        let step = pool.maintenance().map_err(PoolTestError::Io)?;
-        report.stripes += step.rebuilt_stripes;
+        let (r, dt) = timed(clock, &mut rep.ticks_rebuild_step_max, || {
+            pool.maintenance()
+        });
+        let step = r.map_err(PoolTestError::Io)?;
+        rep.ticks_rebuild += dt;
+        rep.rebuild_steps += 1;
+        rep.stripes_rebuilt += step.rebuilt_stripes;
         if step.idle {
             break;
         }
     }
-    report.ticks_rebuild = clock().wrapping_sub(t0);
     if pool.status().health != raidcore::pool::Health::Online {
         return Err(PoolTestError::NotHealthy);
     }
+    probe(Phase::Rebuild);
+
+    pool.start_scrub();
+    loop {
+        let (r, _) = timed(clock, &mut rep.ticks_scrub_step_max, || pool.maintenance());
+        let step = r.map_err(PoolTestError::Io)?;
+        rep.stripes_scrubbed += step.scrubbed_stripes;
+        if step.idle {
+            break;
+        }
+    }
+    probe(Phase::Scrub);
 
     let mut back = [0u8; 4096];
     for lba in 0..cfg.lun_blocks {
         fill_block(cfg.seed, lba, &mut block);
-        pool.read(lun, lba, &mut back).map_err(PoolTestError::Io)?;
+        let (r, _) = timed(clock, &mut rep.ticks_read_max, || {
+            pool.read(lun, lba, &mut back)
+        });
+        r.map_err(PoolTestError::Io)?;
         if back != block {
             return Err(PoolTestError::Mismatch { lba });
         }
-        report.blocks_verified += 1;
+        rep.blocks_verified += 1;
     }
+    probe(Phase::Verify);
     let st = pool.stats();
-    report.bytes_written = st.member_data_bytes + st.member_redundancy_bytes + st.member_raw_bytes;
-    report.bytes_rebuilt = st.member_repair_bytes;
+    rep.bytes_written = st.member_data_bytes + st.member_redundancy_bytes + st.member_raw_bytes;
+    rep.bytes_rebuilt = st.member_repair_bytes;
     info!(
         "pool self-test passed: {} blocks verified",
-        report.blocks_verified
+        rep.blocks_verified
     );
-    Ok(report)
+    Ok(rep)
 }
 
-type TestPool<'m, D> = raidcore::pool::Pool<D, &'m mut [u8], 8, 2, 16, 8>;
+type TestPool<'m, D> = crate::pico::PicoPool<D, &'m mut [u8]>;
 
-/// The pool settings of the pool-level self-test: RAID-6, 4 KiB strips, small rings and
-/// segments so it fits on 1 MiB members. Compression is off: compressed extents read back as
-/// `Unrecoverable` after a flush in the core as of this commit (reported); switch it on when
-/// fixed.
-fn pool_config() -> raidcore::pool::PoolConfig {
-    raidcore::pool::PoolConfig {
-        level: raidcore::raid::Level::Raid6,
-        strip_bytes: 4096,
-        max_extent_blocks: 8,
-        compression: false,
-        zil_slots: 16,
-        segment_stripes: 4,
-        max_segments: 256,
-        ..raidcore::pool::PoolConfig::default()
-    }
-}
-
-/// 4 KiB of seeded data for LUN block `lba`.
+/// 4 KiB of seeded data for LUN block `lba`: noise in even blocks; in odd ones a seeded
+/// 96-byte phrase over and over, which LZ4 shrinks (so both paths of the volume layer run).
 fn fill_block(seed: u64, lba: u64, block: &mut [u8; 4096]) {
     let mut state = seed ^ lba.wrapping_mul(0xD1B5_4A32_D192_ED03);
-    for word in block.chunks_exact_mut(8) {
+    let period = if lba.is_multiple_of(2) {
+        block.len()
+    } else {
+        96
+    };
+    let (phrase, rest) = block.split_at_mut(period);
+    for word in phrase.chunks_exact_mut(8) {
         word.copy_from_slice(&splitmix64(&mut state).to_le_bytes());
+    }
+    for (b, p) in rest.iter_mut().zip(phrase.iter().cycle()) {
+        *b = *p;
     }
 }
 

@@ -16,10 +16,7 @@ fn config() -> PoolConfig {
         zil_slots: 32,
         segment_stripes: 4,
         max_segments: 256,
-        // Compressed extents read back as `Unrecoverable` after a flush in the core as of this
-        // commit (reported to the lead; repro: one 4 KiB block of 0x5A, write, flush, read, on
-        // 512-byte-block disks). Turn compression back on when that is fixed.
-        compression: false,
+        compression: true,
         ..PoolConfig::default()
     }
 }

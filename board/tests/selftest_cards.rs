@@ -2,7 +2,7 @@
 //! example firmware runs it on real cards; and proof that it fails when the data is wrong.
 
 use raidcore_board::fake_sd::{Fault, card_rig};
-use raidcore_board::selftest::{self, Config, SelfTestError};
+use raidcore_board::selftest::{self, Config, Phase, SelfTestError};
 use raidcore_hal::{BlockDevice, BlockSize, ErrorKind, ErrorType};
 
 const STRIP_BLOCKS: u64 = 8; // 4 KiB strips
@@ -158,22 +158,60 @@ fn bad_configurations_are_refused() {
 }
 
 #[test]
-fn pool_self_test_on_six_cards_and_a_spare() {
-    let mut rig = card_rig(7, 2, 8192); // 4 MiB cards, as in the QEMU image
+fn pool_self_test_on_four_cards_and_a_spare() {
+    let mut rig = card_rig(5, 2, 8192); // 4 MiB cards, as in the QEMU image
     let spare = rig.devices.pop().unwrap();
-    let mut mem = vec![0u8; selftest::pool_memory_bytes(6)];
+    let mut mem = vec![0u8; selftest::pool_memory_bytes(4)];
+    assert_eq!(mem.len(), raidcore_board::pico::ARENA_BYTES);
     let cfg = selftest::PoolConfig {
         seed: 0x00C0_FFEE,
         lun_blocks: 200,
-        failed: 4,
+        failed: 3,
+        flush_every: 64,
     };
-    let r = selftest::pool_raid6_rebuild(rig.devices.drain(..), spare, &cfg, &mut mem, &mut || 0)
-        .unwrap_or_else(|e| panic!("seed {:#x}: {e:?}", cfg.seed));
+    let mut ticks = 0u64;
+    let mut clock = || {
+        ticks += 1;
+        ticks
+    };
+    let mut phases = Vec::new();
+    let r = selftest::pool_raid6_rebuild(
+        rig.devices.drain(..),
+        spare,
+        &cfg,
+        &mut mem,
+        &mut clock,
+        &mut |p| phases.push(p),
+    )
+    .unwrap_or_else(|e| panic!("seed {:#x}: {e:?}", cfg.seed));
+    assert_eq!(
+        phases,
+        [
+            Phase::Create,
+            Phase::Write,
+            Phase::Import,
+            Phase::Rebuild,
+            Phase::Scrub,
+            Phase::Verify
+        ]
+    );
     assert_eq!(r.data_bytes, 200 * 4096);
     assert_eq!(r.blocks_verified, 200);
-    assert!(r.bytes_rebuilt > 0 && r.stripes > 0, "{r:?}");
+    assert_eq!(r.flushes, 4, "after blocks 64, 128, 192 and 200");
+    assert!(r.items_replayed > 0, "import rolled the log forward: {r:?}");
+    assert!(r.bytes_rebuilt > 0 && r.stripes_rebuilt > 0, "{r:?}");
+    assert!(r.stripes_scrubbed > 0, "{r:?}");
+    // One stripe per step (the firmware's setting), so a step per stripe and one to finish.
+    assert_eq!(r.rebuild_steps, r.stripes_rebuilt + 1, "{r:?}");
+    // Half the blocks are a repeated phrase: LZ4 keeps them at a fraction of their size.
     assert!(
-        rig.cards[6].stats().blocks_written > 0,
+        r.bytes_stored < r.data_bytes * 6 / 10,
+        "compressed: {} of {} bytes stored",
+        r.bytes_stored,
+        r.data_bytes
+    );
+    assert!(
+        rig.cards[4].stats().blocks_written > 0,
         "the spare card was rebuilt onto"
     );
 }

@@ -20,6 +20,7 @@ use cortex_m_rt::{ExceptionFrame, entry, exception};
 use cortex_m_semihosting::{debug, hio};
 use raidcore_board::selftest::{self, Config, Report};
 use raidcore_board::semihosting::{ArmSemihost, SemihostingDisk};
+use raidcore_board::{pico, stack};
 use raidcore_hal::BlockSize;
 
 /// Members (4 data + P + Q) and their image files; the spare is the last file.
@@ -112,17 +113,28 @@ fn run(disks: [SemihostingDisk<ArmSemihost>; MEMBERS + 1], cfg: &Config) -> Resu
     }
 }
 
-/// Arena of the pool-level self-test.
-const POOL_ARENA: usize = 1024 * 1024;
-static mut ARENA: [u8; POOL_ARENA] = [0; POOL_ARENA];
+/// Arena of the pool-level self-test: the RP2040 firmware's configuration
+/// (`raidcore_board::pico`).
+static mut ARENA: [u8; pico::ARENA_BYTES] = [0; pico::ARENA_BYTES];
 
-/// The pool-level self-test (`arg=pool`): a RAID-6 pool on the six images with the seventh as
-/// hot spare, every 4 KiB block of a LUN written from a seed, member 2 failed, rebuilt onto the
-/// spare by maintenance steps, every block read back.
-fn run_pool(disks: [SemihostingDisk<ArmSemihost>; MEMBERS + 1]) -> ! {
+/// Painted below the stack pointer before the pool self-test (QEMU's 4 MiB of RAM holds it far
+/// above the image's static data).
+const STACK_DEPTH: usize = 192 * 1024;
+
+/// The pool-level self-test (`arg=pool`): a RAID-6 pool in the RP2040 firmware's
+/// configuration on the first four images with the seventh as hot spare, every 4 KiB block of a LUN
+/// written from a seed (a flush every 64), a power cut and an import, member 2 failed and
+/// rebuilt onto the spare by maintenance steps, a scrub, every block read back. Prints the
+/// stack high-water mark of each phase and the worst instruction counts of single calls.
+fn run_pool(
+    disks: [SemihostingDisk<ArmSemihost>; MEMBERS + 1],
+    lun_blocks: u64,
+    write_only: bool,
+) -> ! {
     let mut o = out();
-    let [d0, d1, d2, d3, d4, d5, spare] = disks;
-    let needed = selftest::pool_memory_bytes(MEMBERS);
+    // The firmware's four members (images 0-3) and the last image as its spare.
+    let [d0, d1, d2, d3, _, _, spare] = disks;
+    let needed = selftest::pool_memory_bytes(pico::MEMBERS);
     // SAFETY: the only reference to ARENA, taken once.
     let arena = unsafe { &mut *core::ptr::addr_of_mut!(ARENA) };
     let Some(mem) = arena.get_mut(..needed) else {
@@ -131,48 +143,118 @@ fn run_pool(disks: [SemihostingDisk<ArmSemihost>; MEMBERS + 1]) -> ! {
     };
     let cfg = selftest::PoolConfig {
         seed: 0x5241_4944_434F_5245,
-        lun_blocks: 1024,
+        lun_blocks,
         failed: 2,
+        flush_every: 64,
     };
+    let pool_value =
+        core::mem::size_of::<pico::PicoPool<SemihostingDisk<ArmSemihost>, &'static mut [u8]>>();
     let _ = writeln!(
         o,
-        "raidcore pool self-test on Cortex-M4F: RAID-6 pool on {MEMBERS} images + 1 spare, {} KiB arena, \
-         {} LUN blocks of 4 KiB, member {} fails",
-        needed / 1024,
+        "raidcore pool self-test on Cortex-M4F: RAID-6 pool on {} images + 1 spare, \
+         RP2040 configuration (4 KiB strips, 8 KiB extents, LZ4 on, 4 map pages, 1 stream), \
+         arena {needed} bytes (Pool::memory_bytes), Pool value {pool_value} bytes, \
+         {} LUN blocks of 4 KiB, a flush every {}, member {} fails",
+        pico::MEMBERS,
         cfg.lun_blocks,
+        cfg.flush_every,
         cfg.failed
     );
     let mut clock = timer::ticks;
-    match selftest::pool_raid6_rebuild([d0, d1, d2, d3, d4, d5], spare, &cfg, mem, &mut clock) {
-        Ok(r) => {
-            let _ = writeln!(
-                o,
-                "pool self-test PASSED: {} client bytes written ({} bytes to members), {} stripes rebuilt ({} bytes), {} blocks verified",
-                r.data_bytes, r.bytes_written, r.stripes, r.bytes_rebuilt, r.blocks_verified
-            );
-            let _ = writeln!(
-                o,
-                "instructions per 4 KiB written through the pool (write + flush): {}; per 4 KiB rebuilt: {}",
-                per_4k(r.ticks_write, r.data_bytes),
-                per_4k(r.ticks_rebuild, r.bytes_rebuilt)
-            );
+    // Stack: measured from the stack pointer here, the caller of the self-test.
+    let entry = stack::sp();
+    let region = entry - STACK_DEPTH;
+    // SAFETY: the 192 KiB below this frame are free stack (see STACK_DEPTH).
+    let mut low = unsafe { stack::paint(region) };
+    let mut peaks = [(selftest::Phase::Create, 0usize); 6];
+    let mut n = 0;
+    let mut frame = 0;
+    let mut probe = |phase| {
+        if write_only && phase == selftest::Phase::Write {
             debug::exit(debug::EXIT_SUCCESS);
-            fail()
         }
+        // SAFETY: `low` came from `paint` and the region is still free stack.
+        let used = entry - unsafe { stack::lowest_used(low) };
+        frame = frame.max(entry - stack::sp());
+        if let Some(p) = peaks.get_mut(n) {
+            *p = (phase, used);
+        }
+        n += 1;
+        // SAFETY: as above; this frame lies above the region.
+        low = unsafe { stack::paint(region) };
+    };
+    let res =
+        selftest::pool_raid6_rebuild([d0, d1, d2, d3], spare, &cfg, mem, &mut clock, &mut probe);
+    let r = match res {
+        Ok(r) => r,
         Err(e) => {
             let _ = writeln!(o, "pool self-test FAILED: {e:?}");
             fail()
         }
+    };
+    let _ = writeln!(
+        o,
+        "pool self-test PASSED: {} client bytes written ({} stored after LZ4), {} stripes rebuilt ({} bytes), {} scrubbed, {} blocks verified",
+        r.data_bytes,
+        r.bytes_stored,
+        r.stripes_rebuilt,
+        r.bytes_rebuilt,
+        r.stripes_scrubbed,
+        r.blocks_verified
+    );
+    let _ = write!(
+        o,
+        "stack high-water mark, bytes below the self-test's caller:"
+    );
+    for (phase, used) in peaks.iter().take(n) {
+        let _ = write!(o, " {phase:?} {used},");
     }
+    let _ = writeln!(
+        o,
+        " of which the self-test's frame (it holds the pool value) {frame}"
+    );
+    let _ = write!(
+        o,
+        "stack of the pool calls alone (high-water mark less that frame):"
+    );
+    for (phase, used) in peaks.iter().take(n) {
+        let _ = write!(o, " {phase:?} {},", used.saturating_sub(frame));
+    }
+    let _ = writeln!(o);
+    let i = |ticks: u64| ticks * INSTRUCTIONS_PER_TICK;
+    let _ = writeln!(
+        o,
+        "instructions per 4 KiB written through the pool (write + flush): {}",
+        per_4k(r.ticks_write, r.data_bytes)
+    );
+    let _ = writeln!(
+        o,
+        "instructions, worst single call: write {}, flush {} (of {}), read {}, import {} ({} log items replayed), rebuild step {} (of {}, 1 stripe each), scrub step {}; create {}",
+        i(r.ticks_write_max),
+        i(r.ticks_flush_max),
+        r.flushes,
+        i(r.ticks_read_max),
+        i(r.ticks_import),
+        r.items_replayed,
+        i(r.ticks_rebuild_step_max),
+        r.rebuild_steps,
+        i(r.ticks_scrub_step_max),
+        i(r.ticks_create)
+    );
+    let _ = writeln!(
+        o,
+        "instructions per 4 KiB rebuilt: {}",
+        per_4k(r.ticks_rebuild, r.bytes_rebuilt)
+    );
+    debug::exit(debug::EXIT_SUCCESS);
+    fail()
 }
 
 /// Instructions per 4 KiB of `bytes` over `ticks`.
 fn per_4k(ticks: u64, bytes: u64) -> u64 {
-    if bytes == 0 {
-        0
-    } else {
-        ticks * INSTRUCTIONS_PER_TICK * 4096 / bytes
-    }
+    (ticks * INSTRUCTIONS_PER_TICK * 4096)
+        .checked_div(bytes)
+        .unwrap_or(0)
 }
 
 /// The command line QEMU passes (`-semihosting-config arg=...`, read with `SYS_GET_CMDLINE`),
@@ -181,6 +263,8 @@ fn cmdline(buf: &mut [u8; 64]) -> &str {
     let mut block = [buf.as_mut_ptr() as usize, buf.len()];
     // SAFETY: the host writes at most `block[1]` bytes into `buf` and the length back into
     // `block[1]`; both live across the call.
+    // The host writes the length back into `block`: it is passed mutably on purpose.
+    #[allow(clippy::unnecessary_mut_passed)]
     let r =
         unsafe { cortex_m_semihosting::syscall(cortex_m_semihosting::nr::GET_CMDLINE, &mut block) };
     let len = if r == 0 { block[1].min(buf.len()) } else { 0 };
@@ -224,8 +308,12 @@ fn main() -> ! {
         2_000_000 / ticks.max(1)
     );
     let disks = open_disks();
-    if mode == "pool" {
-        run_pool(disks)
+    match mode {
+        "pool" => run_pool(disks, 1024, false),
+        // Create and 128 block writes only, then exit: for instruction profiles of the write
+        // path (`-d in_asm,exec,nochain`; board/README.md).
+        "pool-write" => run_pool(disks, 128, true),
+        _ => {}
     }
     let blocks = disks
         .iter()

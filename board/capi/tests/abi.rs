@@ -1,0 +1,158 @@
+//! The C ABI's contracts from Rust: null pointers and bad configurations are refused with
+//! codes, and a disk callback that calls back into its own pool gets `RAIDCORE_E_BUSY`.
+// FFI calls as C makes them: references passed where the ABI takes pointers.
+#![allow(clippy::borrow_as_ptr, clippy::ref_as_ptr)]
+
+use core::ffi::c_void;
+use core::ptr::{null, null_mut};
+use std::sync::atomic::{AtomicI32, AtomicPtr, Ordering};
+
+use raidcore_capi::*;
+
+const BLOCKS: u64 = 4096; // 2 MiB of 512-byte blocks
+
+/// The pool whose callbacks try to re-enter it, and what that call returned.
+static POOL: AtomicPtr<raidcore_pool> = AtomicPtr::new(null_mut());
+static REENTRY: AtomicI32 = AtomicI32::new(1);
+
+unsafe extern "C" fn read(ctx: *mut c_void, lba: u64, buf: *mut u8, n: u32, _: *mut u64) -> i32 {
+    // SAFETY: `ctx` is the Vec this test gave, `buf` holds `n` blocks.
+    unsafe {
+        let d = &*ctx.cast::<Vec<u8>>();
+        buf.copy_from(d.as_ptr().add(lba as usize * 512), n as usize * 512);
+    }
+    RAIDCORE_DISK_OK
+}
+
+unsafe extern "C" fn write(ctx: *mut c_void, lba: u64, buf: *const u8, n: u32, _: *mut u64) -> i32 {
+    // SAFETY: as in `read`.
+    unsafe {
+        let d = &mut *ctx.cast::<Vec<u8>>();
+        d.as_mut_ptr()
+            .add(lba as usize * 512)
+            .copy_from(buf, n as usize * 512);
+    }
+    RAIDCORE_DISK_OK
+}
+
+unsafe extern "C" fn flush(_: *mut c_void) -> i32 {
+    let p = POOL.load(Ordering::SeqCst);
+    if !p.is_null() {
+        // SAFETY: a live handle; the call must be refused without touching the pool.
+        REENTRY.store(unsafe { raidcore_flush(p) }, Ordering::SeqCst);
+    }
+    RAIDCORE_DISK_OK
+}
+
+fn config() -> raidcore_config {
+    let mut c = core::mem::MaybeUninit::<raidcore_config>::uninit();
+    // SAFETY: a writable config.
+    assert_eq!(
+        unsafe { raidcore_config_default(c.as_mut_ptr()) },
+        RAIDCORE_OK
+    );
+    // SAFETY: filled in above.
+    let mut c = unsafe { c.assume_init() };
+    c.strip_bytes = 4096;
+    c.max_extent_blocks = 4;
+    c.zil_slots = 16;
+    c.segment_stripes = 4;
+    c.max_segments = 128;
+    c
+}
+
+#[test]
+fn null_pointers_and_bad_settings_are_refused() {
+    let mut cfg = config();
+    // SAFETY: every pointer is null or valid.
+    unsafe {
+        assert_eq!(raidcore_config_default(null_mut()), RAIDCORE_E_INVALID);
+        assert_eq!(raidcore_memory_bytes(null(), 6), 0);
+        assert_eq!(raidcore_flush(null_mut()), RAIDCORE_E_INVALID);
+        cfg.level = 7;
+        assert_eq!(raidcore_memory_bytes(&cfg, 6), 0);
+        let mut out = null_mut();
+        let mut arena = vec![0u8; 1 << 20];
+        let uuid = [1u8; 16];
+        assert_eq!(
+            raidcore_pool_create(
+                null(),
+                6,
+                null(),
+                0,
+                &config(),
+                uuid.as_ptr(),
+                arena.as_mut_ptr(),
+                arena.len(),
+                &mut out
+            ),
+            RAIDCORE_E_INVALID
+        );
+        let name = raidcore_error_name(RAIDCORE_E_BUSY);
+        assert!(
+            core::ffi::CStr::from_ptr(name)
+                .to_str()
+                .unwrap()
+                .contains("busy")
+        );
+    }
+}
+
+#[test]
+fn a_callback_calling_its_own_pool_is_refused_with_busy() {
+    let cfg = config();
+    let mut disks: Vec<Vec<u8>> = (0..6).map(|_| vec![0u8; BLOCKS as usize * 512]).collect();
+    let ops: Vec<raidcore_disk> = disks
+        .iter_mut()
+        .map(|d| raidcore_disk {
+            ctx: (d as *mut Vec<u8>).cast(),
+            block_size: 512,
+            block_count: BLOCKS,
+            read: Some(read),
+            write: Some(write),
+            flush: Some(flush),
+        })
+        .collect();
+    // SAFETY: valid config, disks, arena and out pointers; all outlive the pool.
+    unsafe {
+        let mut arena = vec![0u8; raidcore_memory_bytes(&cfg, 6)];
+        let mut pool = null_mut();
+        let uuid = *b"raidcore-abi-t-1";
+        assert_eq!(
+            raidcore_pool_create(
+                ops.as_ptr(),
+                6,
+                null(),
+                0,
+                &cfg,
+                uuid.as_ptr(),
+                arena.as_mut_ptr(),
+                arena.len(),
+                &mut pool
+            ),
+            RAIDCORE_OK
+        );
+        let mut lun = 0u16;
+        assert_eq!(
+            raidcore_lun_create(pool, c"t".as_ptr(), 64, &mut lun),
+            RAIDCORE_OK
+        );
+        let block = [0x5Au8; 4096];
+        assert_eq!(
+            raidcore_write(pool, lun, 3, block.as_ptr(), block.len(), false),
+            RAIDCORE_OK
+        );
+        POOL.store(pool, Ordering::SeqCst);
+        assert_eq!(raidcore_flush(pool), RAIDCORE_OK);
+        POOL.store(null_mut(), Ordering::SeqCst);
+        assert_eq!(REENTRY.load(Ordering::SeqCst), RAIDCORE_E_BUSY);
+        // The pool is unharmed.
+        let mut back = [0u8; 4096];
+        assert_eq!(
+            raidcore_read(pool, lun, 3, back.as_mut_ptr(), back.len()),
+            RAIDCORE_OK
+        );
+        assert_eq!(back, block);
+        assert_eq!(raidcore_pool_shutdown(pool), RAIDCORE_OK);
+    }
+}
