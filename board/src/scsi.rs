@@ -24,7 +24,7 @@
 //! Logical blocks are 512 or 4096 bytes ([`BlockSize`]); the pool's blocks are 4 KiB, so with
 //! 512-byte logical blocks eight make one pool block, and READ CAPACITY(16) says so.
 
-use raidcore::format::LUN_BLOCK;
+use raidcore::pool::LUN_BLOCK;
 use raidcore::pool::{Health, IoError, Pool};
 use raidcore_hal::{BlockDevice, BlockSize};
 

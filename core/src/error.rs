@@ -1,19 +1,39 @@
 //! Errors of the data path, shared by every layer from the log up: [`IoError`], and the
-//! [`bug!`] macro that names where a broken invariant was found.
+//! `bug!` macro that names where a broken invariant was found.
 
 use crate::format::FormatError;
 use crate::raid::ArrayError;
 
-/// `Enum::LogicBug { at: "file:line" }` for the line it is written on: the error a check of an
+/// `Enum::LogicBug { at }` naming the file and line it is written on: the error a check of an
 /// engine invariant returns instead of panicking (as sequential-storage's `Error::LogicBug`).
 macro_rules! bug {
     ($t:ident) => {
         $t::LogicBug {
-            at: concat!(file!(), ":", line!()),
+            at: $crate::error::BugAt {
+                file: file!(),
+                line: line!(),
+            },
         }
     };
 }
 pub(crate) use bug;
+
+/// Where a broken invariant was found: a source file of the engine and a line in it. (The
+/// file name is shared by every check in it, so the checks cost little flash.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct BugAt {
+    /// Source file, from the crate root (`core/src/...`).
+    pub file: &'static str,
+    /// Line in it.
+    pub line: u32,
+}
+
+impl core::fmt::Display for BugAt {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "{}:{}", self.file, self.line)
+    }
+}
 
 /// Why a data-path call (read, write, flush, trim) failed. Nothing changed unless stated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,8 +76,8 @@ pub enum IoError {
     /// An invariant of the engine did not hold (a bug); the operation was abandoned and nothing
     /// it had not yet written changed. `at` names the source file and line that found it.
     LogicBug {
-        /// `file:line` of the check that failed.
-        at: &'static str,
+        /// The check that failed.
+        at: BugAt,
     },
 }
 

@@ -593,12 +593,6 @@ impl Superblock {
         }
         Ok(sb)
     }
-
-    /// The first 8 bytes of the pool UUID, as item headers carry it.
-    #[must_use]
-    pub fn pool_tag(&self) -> u64 {
-        pool_tag(&self.pool_uuid)
-    }
 }
 
 /// The first 8 bytes of a pool UUID as a number (what item and intent-log headers carry).
@@ -675,6 +669,7 @@ pub struct Counters {
 }
 
 /// A checkpoint root (uberblock): the newest valid one on any member is where import starts.
+#[allow(clippy::struct_field_names)] // `root_gen`: the name the root has on every member
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Root {
     /// [`ROOT_MAGIC`].

@@ -36,13 +36,18 @@ mod fmt;
 pub mod checksum;
 pub mod error;
 pub mod event;
+/// The on-disk format: not API for integrators (the pool re-exports the types its API uses);
+/// public to the simulator, tests and fuzz targets with the private feature `_test`.
+#[cfg(any(feature = "_test", test))]
 pub mod format;
+#[cfg(not(any(feature = "_test", test)))]
+pub(crate) mod format;
 pub mod gf256;
 pub mod parity;
 pub mod raid;
 
 pub(crate) mod log;
-#[cfg(feature = "mutate")]
+#[cfg(feature = "_mutate")]
 pub mod mutate;
 pub mod pool;
 pub(crate) mod volume;

@@ -7,7 +7,7 @@
 //!   bytes whose top bit was set (SSSE3 finds them by a signed compare with zero, AVX2 picks
 //!   between the two results with `vpblendvb`, AVX-512BW moves the top bits into a mask register
 //!   and folds the XORs with D_i into one `vpternlogq`); by a constant c through split-nibble
-//!   tables, c·v = T_lo[v & 15] ⊕ T_hi[v >> 4], sixteen entries each, looked up sixteen bytes at a
+//!   tables, `c·v = T_lo[v & 15] ⊕ T_hi[v >> 4]`, sixteen entries each, looked up sixteen bytes at a
 //!   time with `pshufb`;
 //! - GFNI: multiplication by a constant c is linear over GF(2), so it is an 8×8 bit matrix (column
 //!   j is c·2^j), which `vgf2p8affineqb` applies to every byte in one instruction, for {02} as for

@@ -38,8 +38,7 @@ use raidcore_hal::{BlockDevice, BlockSize};
 use crate::error::bug;
 use crate::event::EventLog;
 use crate::format::{
-    self, Counters, FormatError, LUN_BLOCK, LUN_NAME_MAX, PoolLayout, ROOT_SLOTS, SLOT_BYTES,
-    SegEntry, SegState, Superblock,
+    self, LUN_NAME_MAX, PoolLayout, ROOT_SLOTS, SLOT_BYTES, SegEntry, SegState, Superblock,
 };
 use crate::log::zil::{ZIL_REFS, ZilRef};
 use crate::log::{Log, LogIo, Pass};
@@ -57,6 +56,7 @@ use rebuild::Rebuild;
 use scrub::Scrub;
 
 pub use crate::error::IoError;
+pub use crate::format::{BadRange, Counters, FormatError, LUN_BLOCK, MemberRecord, Role};
 pub use crate::volume::luns::LunError;
 pub use status::{DiskStatus, Health, MaintenanceReport, Status};
 
@@ -394,7 +394,7 @@ pub type PoolParts<D, M, const N: usize> = (Vec<Option<D>, N>, Vec<D, N>, M);
 /// table, the map cache, the streams, the decoded-extent cache, the checkpoint record, and the
 /// background work in progress (rebuild, scrub, cleaner). Components get their arena slices
 /// per operation and return what happened; the pool decides what to do about it after each
-/// operation ([`Pool::settled`]).
+/// operation.
 pub struct Pool<
     D,
     M,
@@ -444,12 +444,54 @@ impl<D, M, const N: usize, const L: usize, const P: usize, const S: usize> core:
     }
 }
 
+/// What a disk's superblock says of it: the pool it belongs to, its identity and role, and the
+/// configuration it last recorded (the member slots by GUID with their states, the spares, the
+/// geometry). Tools read it to tell members, spares and stale disks apart before an import.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DiskLabel {
+    /// The pool's UUID.
+    pub pool_uuid: [u8; 16],
+    /// This disk's GUID.
+    pub disk_guid: u64,
+    /// Configuration generation of this copy (grows with every membership change).
+    pub generation: u64,
+    /// The role the disk had when this copy was written.
+    pub role: Role,
+    /// Member slots in order (GUID and state) as this copy records them.
+    pub members: Vec<MemberRecord, 32>,
+    /// GUIDs of the hot spares.
+    pub spares: Vec<u64, 32>,
+    /// The pool's geometry.
+    pub geometry: Geometry,
+    layout: PoolLayout,
+}
+
+/// Reads a disk's label ([`DiskLabel`]): the newer valid superblock copy. Retryable errors
+/// are retried as member I/O is.
+///
+/// # Errors
+/// [`OpenError::UnknownVersion`] for a newer format, [`OpenError::NotRaidcore`] when neither
+/// copy is a raidcore superblock (the `disk` fields are 0: the caller knows which disk it was).
+pub fn read_label<D: BlockDevice>(disk: &mut D) -> Result<DiskLabel, OpenError> {
+    let sb = read_superblock(disk)?;
+    Ok(DiskLabel {
+        pool_uuid: sb.pool_uuid,
+        disk_guid: sb.disk_guid,
+        generation: sb.generation,
+        role: sb.role,
+        members: sb.members,
+        spares: sb.spares,
+        geometry: sb.geometry,
+        layout: sb.layout,
+    })
+}
+
 /// Reads the newer valid superblock of a disk (slots A and B).
 ///
 /// A retryable error (transport, timeout) is retried as often as the array retries member I/O
 /// ([`ArrayConfig::retries`]), so a hiccup at import does not leave a
 /// healthy member out of the pool.
-pub fn read_superblock<D: BlockDevice>(disk: &mut D) -> Result<Superblock, OpenError> {
+pub(crate) fn read_superblock<D: BlockDevice>(disk: &mut D) -> Result<Superblock, OpenError> {
     let mut slot = [0u8; SLOT_BYTES];
     let per = (SLOT_BYTES / disk.block_size().bytes()) as u64;
     let retries = ArrayConfig::default().retries;
@@ -482,16 +524,27 @@ pub fn read_superblock<D: BlockDevice>(disk: &mut D) -> Result<Superblock, OpenE
 }
 
 impl PoolConfig {
+    /// The configuration a disk's label records (level, strips, extents, compression, the
+    /// intent log and segments), with run-time policy from `self`.
+    #[must_use]
+    pub fn with_label(self, label: &DiskLabel) -> Self {
+        self.with_layout(label.geometry, label.layout)
+    }
+
     /// The configuration recorded in a superblock, with run-time policy from `self`.
     #[must_use]
-    pub fn with_superblock(mut self, sb: &Superblock) -> Self {
-        self.level = sb.geometry.level();
-        self.strip_bytes = sb.geometry.strip_bytes() as u32;
-        self.max_extent_blocks = sb.layout.max_extent_blocks;
-        self.compression = sb.layout.compression;
-        self.zil_slots = sb.layout.zil_slots;
-        self.segment_stripes = sb.layout.segment_stripes;
-        self.max_segments = sb.layout.segments;
+    pub(crate) fn with_superblock(self, sb: &Superblock) -> Self {
+        self.with_layout(sb.geometry, sb.layout)
+    }
+
+    fn with_layout(mut self, geometry: Geometry, layout: PoolLayout) -> Self {
+        self.level = geometry.level();
+        self.strip_bytes = geometry.strip_bytes() as u32;
+        self.max_extent_blocks = layout.max_extent_blocks;
+        self.compression = layout.compression;
+        self.zil_slots = layout.zil_slots;
+        self.segment_stripes = layout.segment_stripes;
+        self.max_segments = layout.segments;
         self
     }
 
@@ -705,6 +758,8 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
     }
 
     /// The log's part of an operation, reading as `pass` says.
+    // One copy of the arena split, not one at every call site (flash on small targets).
+    #[inline(never)]
     fn io_in(&mut self, pass: Pass) -> Result<LogIo<'_, D, N>, IoError> {
         let a = self.layout.split(self.mem.as_mut()).ok_or(bug!(IoError))?;
         Ok(LogIo {
@@ -726,6 +781,8 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
     }
 
     /// The log's part of an operation and the label slots.
+    // One copy of the arena split, not one at every call site (flash on small targets).
+    #[inline(never)]
     fn io_and_meta(&mut self) -> Result<(LogIo<'_, D, N>, &mut [u8]), IoError> {
         let a = self.layout.split(self.mem.as_mut()).ok_or(bug!(IoError))?;
         let io = LogIo {
@@ -743,6 +800,8 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
     }
 
     /// The log's state and the segment usage table, to read.
+    // One copy of the arena split, not one at every call site (flash on small targets).
+    #[inline(never)]
     fn log_and_sut(&mut self) -> Result<(&Log, &[u8]), IoError> {
         let a = self.layout.split(self.mem.as_mut()).ok_or(bug!(IoError))?;
         Ok((&self.log, a.sut))
@@ -755,6 +814,8 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
 
     /// The volume layer's part of an operation, the streams and their arena slice.
     #[allow(clippy::type_complexity)]
+    // One copy of the arena split, not one at every call site (flash on small targets).
+    #[inline(never)]
     fn vol_and_streams(
         &mut self,
     ) -> Result<(Volume<'_, D, N, L, P>, &mut Streams<S>, &mut [u8]), IoError> {
@@ -1074,8 +1135,10 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         &self.array
     }
 
-    /// The array, mutable: for tools and tests that reach member disks directly (fault
-    /// injection). Changing member states here bypasses the pool's bookkeeping.
+    /// The array, mutable: for the simulator and tests that reach member disks directly
+    /// (fault injection). Changing member states here bypasses the pool's bookkeeping; not for
+    /// integrators (private feature `_test`).
+    #[cfg(any(feature = "_test", test))]
     pub fn array_mut(&mut self) -> &mut Array<D, N> {
         &mut self.array
     }
@@ -1127,7 +1190,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
     fn flush_all(&mut self) -> Result<(), IoError> {
         self.close_all_streams()?;
         // Deliberate bug for the fault campaign's self-test: acknowledge before durable.
-        #[cfg(feature = "mutate")]
+        #[cfg(feature = "_mutate")]
         if crate::mutate::active(crate::mutate::Mutation::EarlyFlush) {
             return Ok(());
         }

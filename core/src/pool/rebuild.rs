@@ -98,7 +98,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             }
             r.next_stripe += 1;
             // Deliberate bug for the fault campaign's self-test: skip the stripe after this one.
-            #[cfg(feature = "mutate")]
+            #[cfg(feature = "_mutate")]
             if crate::mutate::active(crate::mutate::Mutation::RebuildSkip) && r.stripes_done == 1 {
                 r.next_stripe += 1;
             }

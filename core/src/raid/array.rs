@@ -205,8 +205,8 @@ pub enum ArrayError {
     DiskMismatch,
     /// An invariant of the array did not hold (a bug); `at` names the file and line.
     LogicBug {
-        /// `file:line` of the check that failed.
-        at: &'static str,
+        /// The check that failed.
+        at: crate::error::BugAt,
     },
 }
 
@@ -924,7 +924,7 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
                     .ok_or(bug!(ArrayError))?
                     .copy_from_slice(src);
                 // Deliberate bug for the fault campaign's self-test: flip a reconstructed byte.
-                #[cfg(feature = "mutate")]
+                #[cfg(feature = "_mutate")]
                 if !erased.is_empty()
                     && crate::mutate::active(crate::mutate::Mutation::ReconFlip)
                     && let Some(x) = out.get_mut(done)

@@ -1099,7 +1099,7 @@ impl Sim {
         let ids: Vec<u32> = disks.iter().map(CampDisk::id).collect();
         if self.trace {
             for d in &mut disks {
-                let sb = raidcore::pool::read_superblock(d);
+                let sb = raidcore::pool::read_label(d);
                 eprintln!(
                     "  import disk id {}: powered {} failed {} superblock {:?}",
                     d.id(),

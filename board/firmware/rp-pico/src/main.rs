@@ -36,7 +36,7 @@ use embedded_hal::spi::{MODE_0, SpiBus};
 use embedded_hal_bus::spi::RefCellDevice;
 use panic_probe as _;
 use raidcore::pool::{
-    Health, ImportOptions, ImportReport, IoError, LunError, OpenError, read_superblock,
+    Health, ImportOptions, ImportReport, IoError, LunError, OpenError, read_label,
 };
 use raidcore_board::pico::{self, PicoPool};
 use raidcore_board::scsi::{Identity, ScsiTarget};
@@ -414,7 +414,7 @@ fn prepare(
 ) -> Result<(Disks, &'static mut [u8]), StartError> {
     // SAFETY: the only reference to ARENA, taken once.
     let arena: &'static mut [u8] = unsafe { &mut *core::ptr::addr_of_mut!(ARENA) };
-    if disks.iter_mut().any(|d| read_superblock(d).is_ok()) {
+    if disks.iter_mut().any(|d| read_label(d).is_ok()) {
         return Ok((Disks::from_iter(disks), arena));
     }
     defmt::info!("no pool on the cards: creating one");

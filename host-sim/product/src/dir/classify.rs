@@ -1,12 +1,11 @@
 //! Which image is what: every image's superblock is read on the bare file ([`scan`]), then the
 //! images are sorted into members (by slot, from the newest superblock generation), spares and
 //! stale images ([`classify`]) the way import will. This is the one place the host reads
-//! superblock contents (`raidcore::format`).
+//! disk labels ([`DiskLabel`]).
 
 use std::path::Path;
 
-use raidcore::format::{Role, Superblock};
-use raidcore::pool::{PoolConfig, read_superblock};
+use raidcore::pool::{DiskLabel, PoolConfig, Role, read_label};
 use raidcore::raid::DiskState;
 use raidcore_hal::{BlockSize, ErrorKind};
 
@@ -21,8 +20,8 @@ pub struct Found {
     pub number: usize,
     /// The open image.
     pub disk: FileDisk,
-    /// Its newest valid superblock.
-    sb: Option<Superblock>,
+    /// Its label (the newest valid superblock copy).
+    sb: Option<DiskLabel>,
 }
 
 /// Opens the images `numbers` of `dir` with block size `bs` and reads their superblocks.
@@ -54,7 +53,7 @@ pub fn scan(
             }
             Err(err) => return Err(in_use_or_disk(path, err)),
         };
-        let sb = read_superblock(&mut disk).ok();
+        let sb = read_label(&mut disk).ok();
         found.push(Found {
             number: n,
             disk,
@@ -73,7 +72,7 @@ pub fn newest_config(found: &[Found], config: PoolConfig) -> Option<(PoolConfig,
         .iter()
         .filter_map(|f| f.sb.as_ref())
         .max_by_key(|sb| sb.generation)?;
-    Some((config.with_superblock(newest), newest.geometry.disks()))
+    Some((config.with_label(newest), newest.geometry.disks()))
 }
 
 /// Sorts the images into members (by slot, from the newest superblock generation of the pool
@@ -99,7 +98,7 @@ pub fn classify(found: &[Found]) -> Vec<ImageInfo> {
 }
 
 /// The newest superblock of the pool most images carry.
-fn newest_of_main_pool(found: &[Found]) -> Option<&Superblock> {
+fn newest_of_main_pool(found: &[Found]) -> Option<&DiskLabel> {
     let mut best: Option<([u8; 16], usize)> = None;
     for sb in found.iter().filter_map(|f| f.sb.as_ref()) {
         let n = found
@@ -119,7 +118,7 @@ fn newest_of_main_pool(found: &[Found]) -> Option<&Superblock> {
 }
 
 /// Places an image of the pool (superblock `sb`) by the pool's newest superblock `new`.
-fn place(info: &mut ImageInfo, sb: &Superblock, new: &Superblock) {
+fn place(info: &mut ImageInfo, sb: &DiskLabel, new: &DiskLabel) {
     if let Some(slot) = new.members.iter().position(|m| m.guid == sb.disk_guid) {
         if new.members[slot].state == DiskState::Failed {
             info.note = Some(format!("failed member of slot {slot}"));
