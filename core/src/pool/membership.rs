@@ -204,7 +204,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         let before = self.health();
         // More members out of sync than the level tolerates: the data is gone, and a spare
         // taken now would only make the failed slot look present (RAID-0 used to "rebuild"
-        // onto a blank spare and keep serving; campaign seed 9112).
+        // onto a blank spare and keep serving).
         let faulted = before == Health::Faulted;
         for slot in 0..self.array.geometry().disks() {
             let now_failed = self

@@ -110,8 +110,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
                 self.on_members_failed()?;
                 // Go on only with the same rebuild: when the target itself failed and a spare
                 // took its slot, a new rebuild starts at stripe 0, and carrying on from this
-                // cursor would call the new disk rebuilt below stripes it never received
-                // (campaign seed 153).
+                // cursor would call the new disk rebuilt below stripes it never received.
                 match self.rebuild {
                     Some(x) if x.disk == r.disk && x.next_stripe == r.next_stripe => {}
                     _ => return Ok(done),
@@ -140,7 +139,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         if matches!(res, Ok(false)) && r.walked != Some(seg) {
             // The redundancy left disagrees with the reconstruction: a surviving column is
             // silently stale (a lost or misdirected write), and copying it into the new member
-            // would leave two wrong columns where redundancy allowed one (campaign seed 695).
+            // would leave two wrong columns where redundancy allowed one.
             // The segment's items, checked by their CRCs, find and heal the stale column; then
             // the stripe is rebuilt again.
             self.scrub_items(seg, None)?;
@@ -192,7 +191,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
     fn finish_rebuild(&mut self, r: Rebuild) -> Result<(), IoError> {
         // The rebuilt strips must be durable before a superblock names the member online: one
         // reached a medium ahead of the last strips, still in the member's write cache at a
-        // power cut, and import trusted the member (campaign seed 6007).
+        // power cut, and import trusted the member.
         let durable = self.array.flush();
         if !durable.contains(r.disk as usize) {
             self.rebuild = Some(r);

@@ -224,8 +224,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         if walk.healed_in_range {
             // A heal write can be lost too (on the very member that held the bad column): read
             // the items again, and call the data checked only if they now check as they lie.
-            // Parity rewritten from data whose repair never landed lost it for good (campaign
-            // seed 2540).
+            // Parity rewritten from data whose repair never landed lost it for good.
             walk = self.scrub_items(seg, Some((stripe_lo, stripe_end)))?;
         }
         let again = self.verify(s)?;
@@ -250,7 +249,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             // are what is wrong. After a crash a stripe write may have reached one copy of a
             // mirror and not the other two (the majority is then the stale one), or the data
             // columns and not P and Q (the syndrome then points at a data column by chance).
-            // Repairing the named column from them destroyed checked data (campaign seed 6011).
+            // Repairing the named column from them destroyed checked data.
             redundancy
         } else {
             again.suspects
@@ -348,7 +347,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             if h.kind == ItemKind::Pad && !rebuilt.is_empty() {
                 // No item read follows for a pad: heal its header here, or the next copy kept
                 // over the others (a mirror's first) could carry the damage to every member
-                // and end every later walk at this pad (campaign seed 6523).
+                // and end every later walk at this pad.
                 let hdr = BlockPtr {
                     addr: cursor,
                     len: format::HEADER_BYTES as u32,
