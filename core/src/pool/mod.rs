@@ -757,12 +757,13 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         }
     }
 
-    /// The log's part of an operation, reading as `pass` says.
+    /// Every component one operation may lend out, with its arena slice: the log's part
+    /// (reading as `pass` says) and the rest.
     // One copy of the arena split, not one at every call site (flash on small targets).
     #[inline(never)]
-    fn io_in(&mut self, pass: Pass) -> Result<LogIo<'_, D, N>, IoError> {
+    fn parts(&mut self, pass: Pass) -> Result<(LogIo<'_, D, N>, Rest<'_, L, P, S>), IoError> {
         let a = self.layout.split(self.mem.as_mut()).ok_or(bug!(IoError))?;
-        Ok(LogIo {
+        let io = LogIo {
             array: &mut self.array,
             log: &mut self.log,
             stripe: a.stripe,
@@ -772,7 +773,25 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             counters: &mut self.counters,
             patches: &self.patches,
             pass,
-        })
+        };
+        let rest = Rest {
+            luns: &mut self.luns,
+            map: &mut self.map,
+            extents: &mut self.extents,
+            enc: &mut self.enc,
+            streams: &mut self.streams,
+            stream_bufs: a.streams,
+            pages: a.pages,
+            raw: a.raw,
+            comp: a.comp,
+            meta: a.meta,
+        };
+        Ok((io, rest))
+    }
+
+    /// The log's part of an operation, reading as `pass` says.
+    fn io_in(&mut self, pass: Pass) -> Result<LogIo<'_, D, N>, IoError> {
+        Ok(self.parts(pass)?.0)
     }
 
     /// The log's part of an operation.
@@ -781,30 +800,15 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
     }
 
     /// The log's part of an operation and the label slots.
-    // One copy of the arena split, not one at every call site (flash on small targets).
-    #[inline(never)]
     fn io_and_meta(&mut self) -> Result<(LogIo<'_, D, N>, &mut [u8]), IoError> {
-        let a = self.layout.split(self.mem.as_mut()).ok_or(bug!(IoError))?;
-        let io = LogIo {
-            array: &mut self.array,
-            log: &mut self.log,
-            stripe: a.stripe,
-            scratch: a.scratch,
-            item: a.item,
-            sut: a.sut,
-            counters: &mut self.counters,
-            patches: &self.patches,
-            pass: Pass::Live,
-        };
-        Ok((io, a.meta))
+        let (io, rest) = self.parts(Pass::Live)?;
+        Ok((io, rest.meta))
     }
 
     /// The log's state and the segment usage table, to read.
-    // One copy of the arena split, not one at every call site (flash on small targets).
-    #[inline(never)]
     fn log_and_sut(&mut self) -> Result<(&Log, &[u8]), IoError> {
-        let a = self.layout.split(self.mem.as_mut()).ok_or(bug!(IoError))?;
-        Ok((&self.log, a.sut))
+        let io = self.io()?;
+        Ok((&*io.log, &*io.sut))
     }
 
     /// The volume layer's part of an operation.
@@ -814,34 +818,21 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
 
     /// The volume layer's part of an operation, the streams and their arena slice.
     #[allow(clippy::type_complexity)]
-    // One copy of the arena split, not one at every call site (flash on small targets).
-    #[inline(never)]
     fn vol_and_streams(
         &mut self,
     ) -> Result<(Volume<'_, D, N, L, P>, &mut Streams<S>, &mut [u8]), IoError> {
-        let a = self.layout.split(self.mem.as_mut()).ok_or(bug!(IoError))?;
-        let io = LogIo {
-            array: &mut self.array,
-            log: &mut self.log,
-            stripe: a.stripe,
-            scratch: a.scratch,
-            item: a.item,
-            sut: a.sut,
-            counters: &mut self.counters,
-            patches: &self.patches,
-            pass: Pass::Live,
-        };
+        let (io, r) = self.parts(Pass::Live)?;
         let vol = Volume {
             io,
-            luns: &mut self.luns,
-            map: &mut self.map,
-            pages: a.pages,
-            extents: &mut self.extents,
-            raw: a.raw,
-            enc: &mut self.enc,
-            comp: a.comp,
+            luns: r.luns,
+            map: r.map,
+            pages: r.pages,
+            extents: r.extents,
+            raw: r.raw,
+            enc: r.enc,
+            comp: r.comp,
         };
-        Ok((vol, &mut self.streams, a.streams))
+        Ok((vol, r.streams, r.stream_bufs))
     }
 
     /// Capacity clients can fill, in bytes: all segments but the log's window of reserved
@@ -1300,6 +1291,20 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         }
         Ok(())
     }
+}
+
+/// What [`Pool::parts`] lends besides the log's part.
+struct Rest<'a, const L: usize, const P: usize, const S: usize> {
+    luns: &'a mut LunTable<L>,
+    map: &'a mut MapCache<P>,
+    extents: &'a mut ExtentCache,
+    enc: &'a mut Encoder,
+    streams: &'a mut Streams<S>,
+    stream_bufs: &'a mut [u8],
+    pages: &'a mut [u8],
+    raw: &'a mut [u8],
+    comp: &'a mut [u8],
+    meta: &'a mut [u8],
 }
 
 /// The disks given to [`Pool::create`], checked: one block size, at most `N` in all.

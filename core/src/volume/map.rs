@@ -46,6 +46,17 @@ pub(crate) struct PageKey {
     pub index: u64,
 }
 
+impl PageKey {
+    /// The page one level up whose entry points at this one.
+    pub const fn parent(self) -> PageKey {
+        PageKey {
+            lun: self.lun,
+            level: self.level.saturating_add(1),
+            index: self.index / FANOUT as u64,
+        }
+    }
+}
+
 /// Bookkeeping of one cache slot.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct PageMeta {
@@ -114,11 +125,7 @@ impl<const P: usize> MapCache<P> {
         let (ptr, parent) = if key.level >= top {
             (st.root(key.lun)?, None)
         } else {
-            let pk = PageKey {
-                lun: key.lun,
-                level: key.level + 1,
-                index: key.index / FANOUT as u64,
-            };
+            let pk = key.parent();
             let ps = self.load_page(st, pages, pk)?;
             let at = (key.index % FANOUT as u64) as usize * ENTRY_BYTES;
             let e = MapEntry::decode(page(pages, ps)?, at);
@@ -203,11 +210,7 @@ impl<const P: usize> MapCache<P> {
             self.write_page(st, pages, slot)?;
         }
         if m.key.level < st.top(m.key.lun)? {
-            let pk = PageKey {
-                lun: m.key.lun,
-                level: m.key.level + 1,
-                index: m.key.index / FANOUT as u64,
-            };
+            let pk = m.key.parent();
             if let Some(ps) = self.cache_find(pk) {
                 let p = self.meta_mut(ps)?;
                 p.children = p.children.saturating_sub(1);
@@ -260,11 +263,7 @@ impl<const P: usize> MapCache<P> {
         }
         self.pages_written += 1;
         if m.key.level < st.top(m.key.lun)? {
-            let pk = PageKey {
-                lun: m.key.lun,
-                level: m.key.level + 1,
-                index: m.key.index / FANOUT as u64,
-            };
+            let pk = m.key.parent();
             let ps = self.cache_find(pk).ok_or(bug!(IoError))?;
             let at = (m.key.index % FANOUT as u64) as usize * ENTRY_BYTES;
             MapEntry::from_ptr(ptr).encode(page(pages, ps)?, at);
@@ -413,11 +412,7 @@ impl<const P: usize> MapCache<P> {
             .flatten()
             .ok_or(bug!(IoError))?;
         if m.key.level < st.top(m.key.lun)? {
-            let pk = PageKey {
-                lun: m.key.lun,
-                level: m.key.level + 1,
-                index: m.key.index / FANOUT as u64,
-            };
+            let pk = m.key.parent();
             if let Some(ps) = self.cache_find(pk) {
                 let p = self.meta_mut(ps)?;
                 p.children = p.children.saturating_sub(1);
