@@ -106,11 +106,14 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
 
     /// After a flush completed: writes a [`FlushMark`] naming the log position it made durable
     /// to as many writable members as an intent-log record goes to (the level's tolerance plus
-    /// one; not flushed: the next flush or checkpoint carries it), unless the last mark already
-    /// names that position. Marks alternate between the
-    /// [`FLUSH_MARK_SLOTS`] slots so a torn write leaves the previous one. A member that fails
-    /// the write is failed like any other; the mark is best effort (import without one reads
-    /// like before: roll-forward ends at the first item it cannot read).
+    /// one), unless the last mark already names that position, and flushes those members: the
+    /// flush is acknowledged only once its mark is durable (a mark left in the members' write
+    /// caches was lost by a power cut, and import then took the first item no redundancy
+    /// rebuilds past tolerance for the log's end, serving older data as current). Marks
+    /// alternate between the [`FLUSH_MARK_SLOTS`] slots so a torn write leaves the previous
+    /// one. A member that fails the write or the flush is failed like any other; the mark is
+    /// then on fewer members (import without one reads like before: roll-forward ends at the
+    /// first item it cannot read).
     pub fn write_flush_mark(&mut self) -> Result<(), IoError> {
         let at = (self.log.stripe_seq, self.log.zil_done as u32);
         if self.log.zil.marked == Some(at) {
@@ -133,16 +136,19 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
         let n = self.array.geometry().disks();
         let first = (mark_seq % n as u64) as usize;
         self.log.zil.mark_seq = mark_seq.wrapping_add(1);
-        let mut written = 0;
+        let mut written = DiskSet::EMPTY;
         for k in 0..n {
-            if written == copies {
+            if written.len() == copies {
                 break;
             }
-            if self.array.disk_write((first + k) % n, lba, slot).is_ok() {
-                written += 1;
+            let d = (first + k) % n;
+            if self.array.disk_write(d, lba, slot).is_ok() {
+                written = written.with(d);
             }
         }
-        self.log.zil.marked = Some(at);
+        if !self.array.flush_members(written).is_empty() {
+            self.log.zil.marked = Some(at);
+        }
         Ok(())
     }
 

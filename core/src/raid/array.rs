@@ -1447,9 +1447,14 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
     /// Flushes every writable member's write cache. A member whose flush fails is failed.
     /// Returns the members that are durable now.
     pub fn flush(&mut self) -> DiskSet {
+        self.flush_members(DiskSet(u32::MAX))
+    }
+
+    /// [`Array::flush`] of the writable members in `set` only.
+    pub fn flush_members(&mut self, set: DiskSet) -> DiskSet {
         let mut ok = DiskSet::EMPTY;
         for d in 0..self.members.len() {
-            if !self.writable(d) {
+            if !self.writable(d) || !set.contains(d) {
                 continue;
             }
             let retries = self.cfg.retries;

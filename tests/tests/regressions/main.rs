@@ -47,36 +47,13 @@ regressions! {
     cleaner_livelock_seed_846,
     degraded_scrub_parity_seed_6035,
     failed_delete_seed_8448,
-    #[ignore = "known failing: RAID-1 past tolerance: a flushed write reads zeros; import trusted a stale disk failed by hand"]
-    fresh_seed_1001734,
-    #[ignore = "known failing: RAID-1 past tolerance: a FUA write reads zeros; import trusted a stale disk failed by hand"]
-    fresh_seed_1002481,
-    #[ignore = "known failing: RAID-0 past tolerance: a flushed write reads an older version after a power cut; the last flush's flush mark was not durable"]
-    fresh_seed_1003122,
-    #[ignore = "known failing: RAID-6 within tolerance: 'data lost' after a degraded scrub rewrote Q from a column rebuilt from rotten P"]
-    fresh_seed_102676,
-    #[ignore = "known failing: RAID-1 past tolerance: a FUA write reads zeros; import trusted a stale disk failed by hand"]
-    fresh_seed_103179,
-    #[ignore = "known failing: RAID-6 past tolerance: a flushed write reads zeros after a power cut; the last flush's flush mark was not durable"]
-    fresh_seed_107230,
-    #[ignore = "known failing: RAID-6 within tolerance: 'data lost' after import's resync rewrote Q over a misdirected column"]
-    fresh_seed_108816,
-    #[ignore = "known failing: RAID-6 within tolerance: 'data lost' after import's resync rewrote P and Q over a misdirected column"]
-    fresh_seed_203751,
-    #[ignore = "known failing: RAID-6 past tolerance: a FUA write reads zeros after a power cut; the last flush's flush mark was not durable"]
-    fresh_seed_205230,
-    #[ignore = "known failing: RAID-1 past tolerance: a flushed write reads zeros after a power cut; the last flush's flush mark was not durable"]
-    fresh_seed_208609,
-    #[ignore = "known failing: RAID-10 past tolerance: a FUA write reads an older version after a power cut; the last flush's flush mark was not durable"]
-    fresh_seed_209166,
-    #[ignore = "known failing: RAID-5 past tolerance: a flushed write reads an older version after a power cut; the last flush's flush mark was not durable"]
-    fresh_seed_212903,
-    #[ignore = "known failing: RAID-5 past tolerance: a flushed write reads zeros after a power cut; the last flush's flush mark was not durable"]
-    fresh_seed_213420,
-    #[ignore = "known failing: RAID-5 past tolerance: a FUA write reads zeros; roll-forward from an older root stopped at the newer one's tables"]
-    fresh_seed_214379,
-    #[ignore = "known failing: RAID-5 past tolerance: a flushed write reads zeros; roll-forward from an older root stopped at the newer one's tables"]
-    fresh_seed_523016947,
+    flush_mark_durable_seed_1003122,
+    flush_mark_durable_seed_107230,
+    flush_mark_durable_seed_205230,
+    flush_mark_durable_seed_208609,
+    flush_mark_durable_seed_209166,
+    flush_mark_durable_seed_212903,
+    flush_mark_durable_seed_213420,
     flush_marks_seed_1180,
     flush_marks_seed_363,
     flush_marks_seed_4007,
@@ -85,6 +62,22 @@ regressions! {
     flushed_write_lost_seed_120,
     flushed_write_lost_seed_73,
     flushed_write_lost_seed_82,
+    #[ignore = "known failing: RAID-1 past tolerance: a flushed write reads zeros; import trusted a stale disk failed by hand"]
+    fresh_seed_1001734,
+    #[ignore = "known failing: RAID-1 past tolerance: a FUA write reads zeros; import trusted a stale disk failed by hand"]
+    fresh_seed_1002481,
+    #[ignore = "known failing: RAID-6 within tolerance: 'data lost' after a degraded scrub rewrote Q from a column rebuilt from rotten P"]
+    fresh_seed_102676,
+    #[ignore = "known failing: RAID-1 past tolerance: a FUA write reads zeros; import trusted a stale disk failed by hand"]
+    fresh_seed_103179,
+    #[ignore = "known failing: RAID-6 within tolerance: 'data lost' after import's resync rewrote Q over a misdirected column"]
+    fresh_seed_108816,
+    #[ignore = "known failing: RAID-6 within tolerance: 'data lost' after import's resync rewrote P and Q over a misdirected column"]
+    fresh_seed_203751,
+    #[ignore = "known failing: RAID-5 past tolerance: a FUA write reads zeros; roll-forward from an older root stopped at the newer one's tables"]
+    fresh_seed_214379,
+    #[ignore = "known failing: RAID-5 past tolerance: a flushed write reads zeros; roll-forward from an older root stopped at the newer one's tables"]
+    fresh_seed_523016947,
     import_transient_seed_67,
     log_stuck_seed_728,
     log_window_full_seed_9915,
