@@ -221,12 +221,24 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
         ptr: BlockPtr,
         expect: Expect,
     ) -> Result<(ItemHeader, usize), IoError> {
+        self.load_item_rebuilt(ptr, expect)
+            .map(|(h, off, _)| (h, off))
+    }
+
+    /// [`Self::load_item`], also saying which members the read that checked left out (empty:
+    /// the plain read checked). A heal may write nothing (the bad member holds parity there,
+    /// or is missing), so only this tells that the item did not check as it lies.
+    pub fn load_item_rebuilt(
+        &mut self,
+        ptr: BlockPtr,
+        expect: Expect,
+    ) -> Result<(ItemHeader, usize, DiskSet), IoError> {
         let len = ptr.len as usize;
         if len < HEADER_BYTES || len > self.item.len().saturating_sub(2 * 4096) {
             return Err(IoError::Corrupt(crate::format::FormatError::Bounds));
         }
         let err = match self.try_item(ptr, expect, DiskSet::EMPTY) {
-            Ok(v) => return Ok(v),
+            Ok((h, off)) => return Ok((h, off, DiskSet::EMPTY)),
             Err(e) => e,
         };
         // Items still in memory cannot be healed from members.
@@ -247,14 +259,14 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
         let mut i = 1;
         while let Some(ex) = suspect_set(&geo, i) {
             i += 1;
-            if let Ok(v) = self.try_item(ptr, expect, ex) {
+            if let Ok((h, off)) = self.try_item(ptr, expect, ex) {
                 if self.pass == Pass::Live {
-                    self.heal(ptr, v.1 - HEADER_BYTES, ex);
+                    self.heal(ptr, off - HEADER_BYTES, ex);
                 } else {
                     // Import rewrites the whole stripe from checked bytes instead.
                     self.note_healed();
                 }
-                return Ok(v);
+                return Ok((h, off, ex));
             }
         }
         // Not in roll-forward's first pass, which finds where the log ends: an unreadable item

@@ -239,9 +239,13 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         let replay = self
             .io_in(Pass::FindEnd { healed: false })?
             .zil_scan(root.log.next_stripe_seq)?;
-        self.patches = replay.zil_refs.clone();
+        // Only pass 1 reads through the records. It writes every stripe it patched back whole
+        // (the one holding the end stays in memory): from then on reads see the members as
+        // they are, so the resync's checks judge what the members hold (a patched read hid a
+        // rewrite that a misdirected write took, and the resync rewrote parity over it).
         let end = {
             let mut io = self.io_in(Pass::FindEnd { healed: false })?;
+            io.patches = &replay.zil_refs;
             LogScan::new(&mut io, root.log, &root.reserved, true, None).end(&mut io, &replay)?
         };
         self.reopen_log(root, &end)?;
@@ -251,7 +255,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         report.items_replayed = end.items;
         report.items_lost = end.lost;
         report.resynced_stripes = resynced;
-        report.zil_records = self.patches.len() as u32;
+        report.zil_records = replay.zil_refs.len() as u32;
         Ok(())
     }
 
@@ -395,8 +399,6 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         if self.array.failed() != self.members.recorded_failed() || missing {
             self.on_members_failed()?;
         }
-        self.write_checkpoint()?;
-        self.patches.clear();
-        Ok(())
+        self.write_checkpoint()
     }
 }

@@ -40,7 +40,6 @@ use crate::event::EventLog;
 use crate::format::{
     self, LUN_NAME_MAX, PoolLayout, ROOT_SLOTS, SLOT_BYTES, SegEntry, SegState, Superblock,
 };
-use crate::log::zil::{ZIL_REFS, ZilRef};
 use crate::log::{Log, LogIo, Pass};
 use crate::raid::{Array, ArrayConfig, Geometry, GeometryError, Level};
 use crate::volume::extent::{Encoder, ExtentCache};
@@ -427,9 +426,6 @@ pub struct Pool<
     /// A stripe write reached too few members: acknowledged data is lost, and the pool serves
     /// no I/O from then on.
     write_lost: bool,
-    /// Import only: the intent-log records that patch the stripe open at the crash (empty
-    /// otherwise).
-    patches: Vec<ZilRef, ZIL_REFS>,
     mem: M,
 }
 
@@ -752,7 +748,6 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             layout,
             now: 0,
             write_lost: false,
-            patches: Vec::new(),
             mem,
         }
     }
@@ -771,7 +766,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             item: a.item,
             sut: a.sut,
             counters: &mut self.counters,
-            patches: &self.patches,
+            patches: &[],
             pass,
         };
         let rest = Rest {

@@ -12,7 +12,7 @@ use crate::error::IoError;
 use crate::event::Event;
 use crate::format::{BadRange, ItemKind, Root, SegState};
 use crate::log::{Log, SeqRule};
-use crate::raid::{ArrayError, DiskState};
+use crate::raid::{ArrayError, Column, DiskSet, DiskState};
 
 /// A rebuild in progress.
 #[derive(Debug, Clone, Copy)]
@@ -135,21 +135,23 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         let before = self.array.stats().repair_bytes_written;
         let disk = r.disk as usize;
         let mut res = self.rebuild_checked(s, disk)?;
-        let seg = self.log.seg_of(s * self.log.sdb() as u64);
+        let sdb = self.log.sdb() as u64;
+        let seg = self.log.seg_of(s * sdb);
+        let mut wrong = DiskSet::EMPTY;
         if matches!(res, Ok(false)) && r.walked != Some(seg) {
             // The redundancy left disagrees with the reconstruction: a surviving column is
             // silently stale (a lost or misdirected write), and copying it into the new member
             // would leave two wrong columns where redundancy allowed one.
             // The segment's items, checked by their CRCs, find and heal the stale column; then
             // the stripe is rebuilt again.
-            self.scrub_items(seg, None)?;
+            wrong = self
+                .scrub_items(seg, Some((s * sdb, (s + 1) * sdb)))?
+                .rebuilt_in_range;
             r.walked = Some(seg);
             res = self.rebuild_checked(s, disk)?;
         }
         if matches!(res, Ok(false)) {
-            // Still inconsistent (damage outside any live item): rebuild as it lies.
-            let io = self.io()?;
-            res = io.array.rebuild_stripe(s, disk, io.scratch).map(|()| true);
+            res = self.rebuild_around(s, disk, wrong)?.map(|()| true);
         }
         match res {
             Ok(_) => {}
@@ -161,6 +163,33 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         }
         self.counters.repair_bytes += self.array.stats().repair_bytes_written - before;
         Ok(Ok(()))
+    }
+
+    /// Rebuilds stripe `s` onto `disk` when its redundancy still disagrees after the item walk.
+    /// When the items checked only with parity columns `wrong` left out (a heal cannot rewrite
+    /// parity, and the walk could not say more), those are rebuilt with the member, from the
+    /// others: copying the member's column from a rotten parity would leave two wrong columns.
+    /// Otherwise (damage outside any live item) the stripe is rebuilt as it lies.
+    fn rebuild_around(
+        &mut self,
+        s: u64,
+        disk: usize,
+        wrong: DiskSet,
+    ) -> Result<Result<(), ArrayError>, IoError> {
+        let geo = *self.array.geometry();
+        let parity_only = wrong.iter().all(|d| {
+            geo.column_of(s, d)
+                .is_some_and(|c| matches!(c, Column::P | Column::Q))
+        });
+        let io = self.io()?;
+        if !wrong.is_empty() && parity_only && wrong.with(disk).len() <= geo.tolerance() {
+            let strip = geo.strip_bytes();
+            let res = io.array.repair(s, 0, strip, wrong.with(disk), io.scratch);
+            if res.is_ok() {
+                return Ok(res);
+            }
+        }
+        Ok(io.array.rebuild_stripe(s, disk, io.scratch))
     }
 
     /// The array's checked rebuild of stripe `s` onto `disk`.

@@ -51,6 +51,9 @@ pub(crate) struct Walk {
     pub lost_in_range: bool,
     /// An item overlapping the watched range checked only after a repair.
     pub healed_in_range: bool,
+    /// The members the reads that made watched items check left out (the columns that were
+    /// wrong there, as far as the items tell).
+    pub rebuilt_in_range: DiskSet,
 }
 
 impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: usize, const S: usize>
@@ -231,6 +234,13 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         if again.consistent() {
             return Ok((blocks, 0));
         }
+        if again.unreadable != rep.unreadable {
+            // A member dropped out (or came back) under the walk: the two checks compared
+            // different columns, and the rules below would pick the redundancy to rewrite by
+            // reads the walk did not make (a member failed under the walk left Q rewritten from
+            // a column rebuilt from a rotten P). The rebuild, or the next pass, decides.
+            return Ok((0, blocks));
+        }
         // Every item of the stripe was read and checked: the data as reads take it (data
         // columns; on mirrors each strip's first readable copy) is right, so only the
         // redundancy may be rewritten.
@@ -331,6 +341,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             reached: start,
             lost_in_range: false,
             healed_in_range: false,
+            rebuilt_in_range: DiskSet::EMPTY,
         };
         let mut io = self.io()?;
         let mut rule = SeqRule::walk(io.segs().get(seg));
@@ -363,14 +374,23 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
                     crc: h.payload_crc,
                 };
                 let watched = overlaps(cursor, cursor + h.item_bytes() as u64);
-                let repairs = io.array.stats().repair_bytes_written;
-                if io.load_item(ptr, Expect::header(&h)).is_err() {
-                    if matches!(h.kind, ItemKind::Extent | ItemKind::MapPage) {
-                        walk.lost += u64::from(h.blocks.max(1));
+                match io.load_item_rebuilt(ptr, Expect::header(&h)) {
+                    Err(_) => {
+                        if matches!(h.kind, ItemKind::Extent | ItemKind::MapPage) {
+                            walk.lost += u64::from(h.blocks.max(1));
+                        }
+                        walk.lost_in_range |= watched;
                     }
-                    walk.lost_in_range |= watched;
-                } else if io.array.stats().repair_bytes_written != repairs {
-                    walk.healed_in_range |= watched;
+                    // Checked only through reconstruction: the stripe does not check as it
+                    // lies, even where the heal wrote nothing (a parity member was the bad one,
+                    // and the data holder is missing).
+                    Ok((_, _, rebuilt)) if !rebuilt.is_empty() => {
+                        if watched {
+                            walk.healed_in_range = true;
+                            walk.rebuilt_in_range = DiskSet(walk.rebuilt_in_range.0 | rebuilt.0);
+                        }
+                    }
+                    Ok(_) => {}
                 }
             }
             walk.reached = cursor + h.item_bytes() as u64;

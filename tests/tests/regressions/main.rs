@@ -66,14 +66,8 @@ regressions! {
     fresh_seed_1001734,
     #[ignore = "known failing: RAID-1 past tolerance: a FUA write reads zeros; import trusted a stale disk failed by hand"]
     fresh_seed_1002481,
-    #[ignore = "known failing: RAID-6 within tolerance: 'data lost' after a degraded scrub rewrote Q from a column rebuilt from rotten P"]
-    fresh_seed_102676,
     #[ignore = "known failing: RAID-1 past tolerance: a FUA write reads zeros; import trusted a stale disk failed by hand"]
     fresh_seed_103179,
-    #[ignore = "known failing: RAID-6 within tolerance: 'data lost' after import's resync rewrote Q over a misdirected column"]
-    fresh_seed_108816,
-    #[ignore = "known failing: RAID-6 within tolerance: 'data lost' after import's resync rewrote P and Q over a misdirected column"]
-    fresh_seed_203751,
     #[ignore = "known failing: RAID-5 past tolerance: a FUA write reads zeros; roll-forward from an older root stopped at the newer one's tables"]
     fresh_seed_214379,
     #[ignore = "known failing: RAID-5 past tolerance: a flushed write reads zeros; roll-forward from an older root stopped at the newer one's tables"]
@@ -94,12 +88,16 @@ regressions! {
     rebuild_end_flush_seed_6007,
     rebuild_stale_column_seed_695,
     resurrected_item_seed_5262,
+    resync_patched_read_seed_108816,
+    resync_patched_read_seed_203751,
     resync_stale_majority_seed_6011,
     scrub_damaged_header_seed_999,
     scrub_dead_member_seed_138,
     scrub_latent_sector_seed_478,
     scrub_pad_header_seed_6523,
+    scrub_member_dropped_seed_102676,
     scrub_parity_medium_seed_17,
+    scrub_rotten_parity_seed_102676,
     scrub_superblock_copy_seed_8516,
     spare_rebuild_restart_seed_153,
     superblock_copies_seed_1714,
