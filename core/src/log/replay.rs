@@ -26,14 +26,23 @@ pub(crate) struct Replay {
     pub zil_refs: Vec<ZilRef, ZIL_REFS>,
     /// The newest flush mark found: everything before the position it names was durable.
     pub durable_mark: Option<FlushMark>,
+    /// The log cursor of a newer checkpoint root than the one import starts from, whose tables
+    /// did not load: the checkpoint flushed everything before it ahead of writing the root, so
+    /// that was durable too, and an unreadable item before it is damage, not the torn tail.
+    pub durable_root: Option<LogCursor>,
 }
 
 impl Replay {
     /// Whether byte `off` of the stripe numbered `stripe_seq` lies before the position the
-    /// newest flush mark names (so it was durable before the crash).
-    pub fn before_durable_mark(&self, stripe_seq: u64, off: u64) -> bool {
+    /// newest flush mark, or a newer root import could not use, names (so it was durable
+    /// before the crash).
+    pub fn before_durable_mark(&self, stripe_seq: u64, off: u64, sdb: u64) -> bool {
+        let at = (stripe_seq, off);
         self.durable_mark
-            .is_some_and(|m| (stripe_seq, off) < (m.stripe_seq, u64::from(m.durable)))
+            .is_some_and(|m| at < (m.stripe_seq, u64::from(m.durable)))
+            || self
+                .durable_root
+                .is_some_and(|c| at < (c.next_stripe_seq, c.head % sdb.max(1)))
     }
 }
 
@@ -185,7 +194,7 @@ impl<'r> LogScan<'r> {
         let room = (seg_end - self.cursor) as usize;
         let Some((h, hoff, rebuilt)) = io.find_header(self.cursor, room, SeqRule::Exact(self.seq))
         else {
-            if assemble && self.before_mark(replay) {
+            if assemble && self.before_mark(replay, io.log.sdb() as u64) {
                 return Err(IoError::LogLost { addr: self.cursor });
             }
             self.done = true;
@@ -210,7 +219,7 @@ impl<'r> LogScan<'r> {
                 // Before the newest flush mark an item no redundancy rebuilds is damage, not a
                 // torn tail: keep it (its blocks read as errors, never as the older data the
                 // map held) and go on to the items after it. Pass 2 follows pass 1's path.
-                Err(_) if !assemble || self.before_mark(replay) => {
+                Err(_) if !assemble || self.before_mark(replay, io.log.sdb() as u64) => {
                     self.lost += 1;
                 }
                 Err(_) => {
@@ -236,11 +245,9 @@ impl<'r> LogScan<'r> {
         Ok(Some(Scanned { header: h }))
     }
 
-    fn before_mark(&self, replay: &Replay) -> bool {
-        replay.before_durable_mark(
-            self.stripe_seq,
-            self.cursor.saturating_sub(self.stripe_addr),
-        )
+    fn before_mark(&self, replay: &Replay, sdb: u64) -> bool {
+        let off = self.cursor.saturating_sub(self.stripe_addr);
+        replay.before_durable_mark(self.stripe_seq, off, sdb)
     }
 
     fn advance(&mut self, sdb: u64, h: &ItemHeader) {

@@ -240,8 +240,9 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         pad <= super::arena::max_item_bytes(&self.cfg)
     }
 
-    /// Finds the newest root on any member whose tables load.
-    pub(crate) fn find_root(&mut self) -> Result<Root, OpenError> {
+    /// Finds the newest root on any member whose tables load; also returns the log cursor of
+    /// the newest root newer than that one, if one was passed over (its tables unreadable).
+    pub(crate) fn find_root(&mut self) -> Result<(Root, Option<LogCursor>), OpenError> {
         let mut roots: Vec<Root, 8> = Vec::new();
         for d in 0..self.array.geometry().disks() {
             for i in 0..ROOT_SLOTS {
@@ -254,10 +255,12 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             }
         }
         roots.sort_unstable_by_key(|r| core::cmp::Reverse(r.root_gen));
+        let mut skipped = None;
         for r in roots {
             if self.load_tables(&r).is_ok() {
-                return Ok(r);
+                return Ok((r, skipped));
             }
+            skipped.get_or_insert(r.log);
         }
         Err(OpenError::NoValidRoot)
     }

@@ -14,7 +14,9 @@ use raidcore_hal::BlockDevice;
 use super::membership::{Config, Spare};
 use super::{ImportOptions, ImportReport, OpenError, Pool, read_superblock};
 use crate::error::IoError;
-use crate::format::{self, ITEM_ALIGN, ItemHeader, ItemKind, MapEntry, Root, Superblock};
+use crate::format::{
+    self, ITEM_ALIGN, ItemHeader, ItemKind, LogCursor, MapEntry, Root, Superblock,
+};
 use crate::log::Pass;
 use crate::log::replay::{LogEnd, LogScan, Replay};
 use crate::raid::{Array, DiskState};
@@ -70,13 +72,23 @@ fn newest_config<D>(found: &[Found<D>]) -> Result<Superblock, OpenError> {
         }
     }
     let uuid = best.ok_or(OpenError::NoPool)?.0;
+    // Of labels of one generation, one its disk wrote as a member in sync or a spare wins over
+    // the label a departing member got (naming itself failed): a crash between the two left
+    // both at the same generation.
     found
         .iter()
         .filter_map(|(_, sb)| sb.as_ref())
         .filter(|sb| sb.pool_uuid == uuid)
-        .max_by_key(|sb| sb.generation)
+        .max_by_key(|sb| (sb.generation, !names_itself_failed(sb)))
         .cloned()
         .ok_or(OpenError::NoPool)
+}
+
+/// Whether a label names its own disk a failed member (the label a departing member gets).
+fn names_itself_failed(sb: &Superblock) -> bool {
+    sb.members
+        .iter()
+        .any(|m| m.guid == sb.disk_guid && m.state == DiskState::Failed)
 }
 
 /// Places each disk by the newest configuration (see the module docs).
@@ -167,8 +179,9 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             return Err(*e);
         }
         let mut pool = Self::from_members(a, &opts, &mut report, mem)?;
-        let root = pool.find_root()?;
-        pool.recover(&root, &mut report).map_err(OpenError::Io)?;
+        let (root, skipped) = pool.find_root()?;
+        pool.recover(&root, skipped, &mut report)
+            .map_err(OpenError::Io)?;
         pool.settle_import(report.missing > 0)
             .map_err(OpenError::Io)?;
         Ok((pool, report))
@@ -230,15 +243,21 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
 
     /// Recovery from `root` (see the module docs): intent-log scan, two roll-forward passes,
     /// the log reopened at its end, the write hole closed.
-    fn recover(&mut self, root: &Root, report: &mut ImportReport) -> Result<(), IoError> {
+    fn recover(
+        &mut self,
+        root: &Root,
+        skipped: Option<LogCursor>,
+        report: &mut ImportReport,
+    ) -> Result<(), IoError> {
         self.ckpt.root_gen = root.root_gen;
         self.counters = root.counters;
         self.restore_rebuild(root);
         self.release_pending()?;
         self.log.set_window(root.reserved.clone());
-        let replay = self
+        let mut replay = self
             .io_in(Pass::FindEnd { healed: false })?
             .zil_scan(root.log.next_stripe_seq)?;
+        replay.durable_root = skipped;
         // Only pass 1 reads through the records. It writes every stripe it patched back whole
         // (the one holding the end stays in memory): from then on reads see the members as
         // they are, so the resync's checks judge what the members hold (a patched read hid a

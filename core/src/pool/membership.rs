@@ -86,6 +86,22 @@ impl<D: BlockDevice, const N: usize> Membership<D, N> {
         counters: &mut Counters,
     ) -> Result<(), IoError> {
         self.conf.generation += 1;
+        let (mut sb, members) = self.superblock(array);
+        for copy in 0..2u32 {
+            self.write_copy(array, counters, &mut sb, &members, copy)?;
+            array.flush();
+            flush_departed(array, &members);
+        }
+        self.recorded.clear();
+        for m in &members {
+            let _ = self.recorded.push(m.state);
+        }
+        Ok(())
+    }
+
+    /// The superblock of the configuration as the array's states now are (generation
+    /// `conf.generation`), and its member records.
+    fn superblock(&self, array: &Array<D, N>) -> (Superblock, Vec<MemberRecord, 32>) {
         let mut members: Vec<MemberRecord, 32> = Vec::new();
         for (i, guid) in self.conf.member_guids.iter().enumerate() {
             let state = array
@@ -93,11 +109,8 @@ impl<D: BlockDevice, const N: usize> Membership<D, N> {
                 .map_or(DiskState::Failed, crate::raid::Member::state);
             let _ = members.push(MemberRecord { guid: *guid, state });
         }
-        let mut spares: Vec<u64, 32> = Vec::new();
-        for s in &self.spares {
-            let _ = spares.push(s.guid);
-        }
-        let mut sb = Superblock {
+        let spares: Vec<u64, 32> = self.spares.iter().map(|s| s.guid).collect();
+        let sb = Superblock {
             magic: format::SUPER_MAGIC,
             version: format::FORMAT_VERSION,
             pool_uuid: self.conf.pool_uuid,
@@ -109,15 +122,29 @@ impl<D: BlockDevice, const N: usize> Membership<D, N> {
             members: members.clone(),
             spares,
         };
-        for copy in 0..2u32 {
-            self.write_copy(array, counters, &mut sb, &members, copy)?;
-            array.flush();
+        (sb, members)
+    }
+
+    /// Before a failed member's disk leaves slot `slot` (a spare or a replacement takes it):
+    /// labels it with the current configuration naming it failed, so that a disk that left
+    /// while still writable never passes for a member at an import where the newer members
+    /// do not answer (it kept a label naming itself online, and an import of it alone served
+    /// the data it held when it left). Best effort: a dead disk takes no label.
+    pub fn label_departing(&mut self, array: &mut Array<D, N>, slot: usize) {
+        let (mut sb, members) = self.superblock(array);
+        let per = (SLOT_BYTES / array.geometry().block_bytes()) as u64;
+        let mut buf = [0u8; SLOT_BYTES];
+        sb.disk_guid = members.get(slot).map_or(0, |m| m.guid);
+        sb.role = Role::Member(slot as u8);
+        if sb.encode(&mut buf).is_err() {
+            return;
         }
-        self.recorded.clear();
-        for m in &members {
-            let _ = self.recorded.push(m.state);
+        if let Some(d) = array.disk_mut(slot) {
+            for copy in 0..2u32 {
+                let _ = d.write(u64::from(format::superblock_slot(copy)) * per, &buf);
+                let _ = d.flush();
+            }
         }
-        Ok(())
     }
 
     /// Superblock copy `copy` of `sb` on every member not failed and every spare.
@@ -133,12 +160,17 @@ impl<D: BlockDevice, const N: usize> Membership<D, N> {
         let lba = u64::from(format::superblock_slot(copy)) * per;
         let mut slot = [0u8; SLOT_BYTES];
         for (i, m) in members.iter().enumerate() {
-            if m.state == DiskState::Failed {
-                continue;
-            }
             sb.disk_guid = m.guid;
             sb.role = Role::Member(i as u8);
             sb.encode(&mut slot).map_err(IoError::Corrupt)?;
+            if m.state == DiskState::Failed {
+                // A failed member still in its slot learns it is failed (best effort, outside
+                // the error policy: the disk is failed already).
+                if let Some(d) = array.disk_mut(i) {
+                    let _ = d.write(lba, &slot);
+                }
+                continue;
+            }
             if array.disk_write(i, lba, &slot).is_ok() {
                 counters.label_bytes += SLOT_BYTES as u64;
             }
@@ -177,6 +209,20 @@ impl<D: BlockDevice, const N: usize> Membership<D, N> {
             }
         }
         true
+    }
+}
+
+/// Flushes the failed members still in their slots that [`Membership::write_copy`] labelled.
+fn flush_departed<D: BlockDevice, const N: usize>(
+    array: &mut Array<D, N>,
+    members: &[MemberRecord],
+) {
+    for (i, m) in members.iter().enumerate() {
+        if m.state == DiskState::Failed
+            && let Some(d) = array.disk_mut(i)
+        {
+            let _ = d.flush();
+        }
     }
 }
 
@@ -244,6 +290,12 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
     /// Puts a hot spare, if there is one, into failed slot `slot`, and starts its rebuild
     /// unless one is running.
     fn take_spare(&mut self, slot: usize) {
+        if self.members.spares.is_empty() {
+            return;
+        }
+        // (Labelled while the spare is still listed, so the label differs from the
+        // configuration only in this slot's state.)
+        self.members.label_departing(&mut self.array, slot);
         let Some(Spare { disk, guid }) = self.members.spares.pop() else {
             return;
         };

@@ -175,6 +175,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         if m.state() != DiskState::Failed {
             return Err(AdminError::NotFailed { slot });
         }
+        self.members.label_departing(&mut self.array, slot);
         self.array
             .replace(slot, disk)
             .map_err(|_| AdminError::DiskMismatch)?;

@@ -46,6 +46,9 @@ macro_rules! regressions {
 regressions! {
     cleaner_livelock_seed_846,
     degraded_scrub_parity_seed_6035,
+    departed_disk_label_seed_1001734,
+    departed_disk_label_seed_1002481,
+    departed_disk_label_seed_103179,
     failed_delete_seed_8448,
     flush_mark_durable_seed_1003122,
     flush_mark_durable_seed_107230,
@@ -62,16 +65,6 @@ regressions! {
     flushed_write_lost_seed_120,
     flushed_write_lost_seed_73,
     flushed_write_lost_seed_82,
-    #[ignore = "known failing: RAID-1 past tolerance: a flushed write reads zeros; import trusted a stale disk failed by hand"]
-    fresh_seed_1001734,
-    #[ignore = "known failing: RAID-1 past tolerance: a FUA write reads zeros; import trusted a stale disk failed by hand"]
-    fresh_seed_1002481,
-    #[ignore = "known failing: RAID-1 past tolerance: a FUA write reads zeros; import trusted a stale disk failed by hand"]
-    fresh_seed_103179,
-    #[ignore = "known failing: RAID-5 past tolerance: a FUA write reads zeros; roll-forward from an older root stopped at the newer one's tables"]
-    fresh_seed_214379,
-    #[ignore = "known failing: RAID-5 past tolerance: a flushed write reads zeros; roll-forward from an older root stopped at the newer one's tables"]
-    fresh_seed_523016947,
     import_transient_seed_67,
     log_stuck_seed_728,
     log_window_full_seed_9915,
@@ -83,6 +76,8 @@ regressions! {
     mirror_heal_range_seed_2912,
     mirror_heal_range_seed_7738,
     mirror_write_hole_seed_885,
+    older_root_durable_seed_214379,
+    older_root_durable_seed_523016947,
     raid0_spare_seed_9112,
     rebuild_cursor_seed_836,
     rebuild_end_flush_seed_6007,
@@ -94,8 +89,8 @@ regressions! {
     scrub_damaged_header_seed_999,
     scrub_dead_member_seed_138,
     scrub_latent_sector_seed_478,
-    scrub_pad_header_seed_6523,
     scrub_member_dropped_seed_102676,
+    scrub_pad_header_seed_6523,
     scrub_parity_medium_seed_17,
     scrub_rotten_parity_seed_102676,
     scrub_superblock_copy_seed_8516,
