@@ -312,12 +312,50 @@ impl ItemHeader {
         if h.stored_len as usize > max_payload || h.raw_len as usize > max_raw {
             return Err(FormatError::Bounds);
         }
-        if !h.addr.is_multiple_of(ITEM_ALIGN as u64) {
+        if !h.addr.is_multiple_of(ITEM_ALIGN as u64) || !h.fields_fit_kind() {
             return Err(FormatError::Bounds);
         }
         Ok(h)
     }
+
+    /// Whether the fields hold what the writer of this kind of item puts there: an extent
+    /// covers 1 to 32 blocks whose raw bytes it holds (stored as they are, or compressed
+    /// smaller); a map page is one page of a tree level a LUN can have; a TRIM covers at least
+    /// one block; tables store what they say; the LBA range does not overflow. Nothing that
+    /// fails this is used, whatever its CRC says.
+    #[must_use]
+    pub fn fields_fit_kind(&self) -> bool {
+        let span = self.lba.checked_add(u64::from(self.blocks)).is_some();
+        match self.kind {
+            ItemKind::Extent => {
+                let compressed = self.flags & FLAG_COMPRESSED != 0;
+                span && (1..=(MAX_EXTENT_BYTES / LUN_BLOCK) as u32).contains(&self.blocks)
+                    && self.raw_len as usize == self.blocks as usize * LUN_BLOCK
+                    && self.flags & !(FLAG_COMPRESSED | FLAG_CLEANER) == 0
+                    && if compressed {
+                        self.stored_len < self.raw_len
+                    } else {
+                        self.stored_len == self.raw_len
+                    }
+            }
+            ItemKind::MapPage => {
+                self.blocks <= MAX_MAP_LEVEL
+                    && self.stored_len as usize == PAGE_PAYLOAD
+                    && self.raw_len as usize == PAGE_PAYLOAD
+            }
+            ItemKind::Trim => span && self.blocks >= 1 && self.stored_len == 0,
+            ItemKind::Pad => self.raw_len == 0,
+            ItemKind::LunTable | ItemKind::BadList => self.raw_len == self.stored_len,
+            ItemKind::SegmentTable => {
+                self.stored_len == self.raw_len
+                    && self.stored_len as usize == self.blocks as usize * SEG_ENTRY_BYTES
+            }
+        }
+    }
 }
+
+/// The highest map tree level: a LUN of 2^64 blocks needs 9 levels of fan-out [`FANOUT`].
+pub const MAX_MAP_LEVEL: u32 = 8;
 
 /// A pointer to a log item: where it is, how long, and the CRC32C of its payload (kept outside
 /// the item, as ZFS keeps checksums in block pointers).
@@ -719,6 +757,42 @@ impl Root {
             return Err(FormatError::Version(r.version));
         }
         Ok(r)
+    }
+
+    /// Whether every field fits a pool of `disks` members, `stripes` stripes and `layout`
+    /// (what import checks before it uses a root: the window's segments exist and differ, the
+    /// head lies in the window's first segment, the tables and cursors lie in the pool).
+    #[must_use]
+    pub fn fits(&self, layout: &PoolLayout, stripes: u64, disks: usize, sdb: u64) -> bool {
+        let seg_bytes = u64::from(layout.segment_stripes) * sdb;
+        let data = stripes * sdb;
+        let first = self.reserved.first().copied();
+        let window_ok = !self.reserved.is_empty()
+            && self.reserved.iter().all(|&s| s < layout.segments)
+            && self
+                .reserved
+                .iter()
+                .enumerate()
+                .all(|(i, s)| !self.reserved.iter().skip(i + 1).any(|t| t == s));
+        let head_ok = first.is_some_and(|s| {
+            let start = u64::from(s) * seg_bytes;
+            self.log.head >= start && self.log.head <= start + seg_bytes
+        });
+        let ptr_ok = |p: &BlockPtr| {
+            p.addr
+                .checked_add(u64::from(p.len))
+                .is_some_and(|e| e <= data)
+                && p.len > 0
+        };
+        window_ok
+            && head_ok
+            && ptr_ok(&self.luns)
+            && ptr_ok(&self.segments)
+            && ptr_ok(&self.bad)
+            && self
+                .rebuild
+                .is_none_or(|r| usize::from(r.disk) < disks && r.next_stripe <= stripes)
+            && self.scrub.is_none_or(|c| c.next_segment <= layout.segments)
     }
 }
 

@@ -265,13 +265,19 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         Err(OpenError::NoValidRoot)
     }
 
-    /// The root in member `d`'s slot at `lba`, if it decodes and names this pool.
+    /// The root in member `d`'s slot at `lba`, if it decodes, names this pool and fits its
+    /// geometry ([`Root::fits`]).
     fn read_root(&mut self, d: usize, lba: u64) -> Option<Root> {
         let uuid = self.members.conf.pool_uuid;
+        let layout = self.members.conf.layout;
+        let geo = self.members.conf.geometry;
+        let sdb = geo.stripe_data_bytes() as u64;
         let (io, meta) = self.io_and_meta().ok()?;
         let slot = meta.get_mut(..SLOT_BYTES)?;
         io.array.disk_read(d, lba, slot).ok()?;
-        Root::decode(slot).ok().filter(|r| r.pool_uuid == uuid)
+        Root::decode(slot)
+            .ok()
+            .filter(|r| r.pool_uuid == uuid && r.fits(&layout, geo.stripes(), geo.disks(), sdb))
     }
 
     /// Loads the tables a root points at (import's first pass: nothing is healed).
