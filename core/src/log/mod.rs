@@ -335,8 +335,15 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
             .ok_or(bug!(IoError))
     }
 
-    /// Writes the open stripe (full) to the array and opens the next one.
+    /// Writes the open stripe (full) to the array and opens the next one. After a stripe write
+    /// that reached too few members, no stripe is written again until the pool has taken the
+    /// note ([`Log::take_write_failed`]): the open stripe's next write would be a second write
+    /// of a stripe some members already hold, and a crash in it tears their columns (a caller
+    /// that swallowed the first error used to rewrite it).
     pub fn write_open_stripe(&mut self) -> Result<(), IoError> {
+        if self.log.write_failed {
+            return Err(IoError::Faulted);
+        }
         let sdb = self.log.sdb as u64;
         let stripe = self.log.stripe_addr / sdb;
         let before = *self.array.stats();

@@ -1120,6 +1120,9 @@ impl Sim {
         self.stats.imports += 1;
         match CampPool::import(disks, opts, mem) {
             Ok((mut pool, report)) => {
+                if self.trace {
+                    eprintln!("  import report: {report:?}");
+                }
                 for (idx, why) in &report.refused {
                     let id = ids.get(usize::from(*idx)).copied().unwrap_or(u32::MAX);
                     if self.may_fail.contains(&id) || self.silent.contains_key(&id) {
