@@ -409,6 +409,7 @@ fn open_code(e: OpenError) -> i32 {
 fn admin_code(e: AdminError) -> i32 {
     match e {
         AdminError::Io(e) => io_code(e),
+        AdminError::Faulted => RAIDCORE_E_FAULTED,
         _ => RAIDCORE_E_INVALID,
     }
 }

@@ -284,6 +284,13 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
                 health: after as u8,
             });
         }
+        if after == Health::Faulted {
+            // A faulted pool writes nothing that would keep a later import from assembling
+            // the best set of members: a configuration naming the last failures would make
+            // the members that failed last (often still good) stale, and the pool could
+            // never be imported from them.
+            return Ok(());
+        }
         self.write_config()
     }
 

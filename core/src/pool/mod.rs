@@ -236,6 +236,9 @@ pub enum AdminError {
     DiskMismatch,
     /// The pool already holds `N` members and spares.
     TooManyDisks,
+    /// The pool is faulted (more members out of sync than the level tolerates): a spare or a
+    /// replacement would be recorded as rebuilding data nothing can rebuild.
+    Faulted,
     /// Writing the new configuration failed.
     Io(IoError),
 }
@@ -254,6 +257,10 @@ impl core::fmt::Display for AdminError {
                 "the disk has another block size than the members or is smaller than they are",
             ),
             AdminError::TooManyDisks => f.write_str("no room for another disk in this pool"),
+            AdminError::Faulted => f.write_str(
+                "the pool is faulted: no spare or replacement can be rebuilt; import it again \
+                 with the members that failed last",
+            ),
             AdminError::Io(e) => write!(f, "{e}"),
         }
     }

@@ -168,6 +168,9 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
 
     /// Puts a blank disk into failed member slot `slot` and starts rebuilding onto it.
     pub fn replace_disk(&mut self, slot: usize, disk: D) -> Result<(), AdminError> {
+        if self.health() == Health::Faulted {
+            return Err(AdminError::Faulted);
+        }
         let m = self
             .array
             .member(slot)
@@ -191,6 +194,9 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
 
     /// Adds a hot spare (a blank disk at least as large as the members).
     pub fn add_spare(&mut self, disk: D) -> Result<(), AdminError> {
+        if self.health() == Health::Faulted {
+            return Err(AdminError::Faulted);
+        }
         let geo = *self.array.geometry();
         if disk.block_size().bytes() != geo.block_bytes()
             || disk.block_count() < geo.stripe_lba(geo.stripes())

@@ -125,3 +125,82 @@ fn writes_after_import_read_back() {
     p.read(lun, 3, &mut buf).unwrap();
     assert_eq!(buf, block(3));
 }
+
+fn mirror_cfg() -> PoolConfig {
+    PoolConfig {
+        level: Level::Raid1,
+        stripes_per_step: 4,
+        ..cfg()
+    }
+}
+
+/// A two-way mirror + spare with `blocks` blocks written and flushed: (pool, LUN).
+fn mirror_with_data(blocks: u64) -> (TestPool, u16) {
+    let c = mirror_cfg();
+    let mem = vec![0u8; TestPool::memory_bytes(&c, 2)];
+    let mut p = TestPool::create(disks(2, 40_000), disks(1, 40_000), c, [9; 16], mem).unwrap();
+    let lun = p.create_lun("a", blocks).unwrap();
+    for i in 0..blocks {
+        p.write(lun, i, &block(i), false).unwrap();
+    }
+    p.flush().unwrap();
+    (p, lun)
+}
+
+#[test]
+fn a_faulted_pool_keeps_its_last_good_member_importable() {
+    // RAID-1 A, B + spare C: A fails, C takes its slot and is part rebuilt, then B fails and
+    // the pool faults. B comes back: [C, B] must import with every block from B (a superblock
+    // written after the pool had faulted named B failed, and import refused it).
+    let (mut p, lun) = mirror_with_data(600);
+    p.fail_disk(0).unwrap();
+    p.maintenance().unwrap();
+    let st = p.status();
+    assert!(
+        st.rebuild
+            .is_some_and(|(_, done, total)| done > 0 && done < total)
+    );
+    p.array_mut().disk_mut(1).unwrap().failed = true;
+    let mut buf = vec![0u8; 4096];
+    let mut faulted = false;
+    for i in 0..600 {
+        if p.read(lun, i, &mut buf).is_err() {
+            faulted = true;
+            break;
+        }
+    }
+    assert!(faulted, "reads with the last in-sync member gone fail");
+    assert_eq!(p.status().health, Health::Faulted);
+    let (members, _, mem) = p.into_parts();
+    let mut back: Vec<RamDisk> = members.into_iter().flatten().collect();
+    for d in &mut back {
+        d.failed = false;
+    }
+    let opts = ImportOptions {
+        config: mirror_cfg(),
+        skip_refused: true,
+    };
+    let (mut p, rep) = TestPool::import(back, opts, mem).unwrap();
+    assert!(rep.refused.is_empty(), "{:?}", rep.refused);
+    for i in 0..600 {
+        p.read(lun, i, &mut buf).unwrap();
+        assert_eq!(buf, block(i), "block {i}");
+    }
+}
+
+#[test]
+fn spares_and_replacements_are_refused_on_a_faulted_pool() {
+    let (mut p, _) = mirror_with_data(8);
+    p.fail_disk(0).unwrap();
+    p.fail_disk(1).unwrap();
+    assert_eq!(p.status().health, Health::Faulted);
+    assert_eq!(
+        p.add_spare(RamDisk::new(512, 40_000)),
+        Err(AdminError::Faulted)
+    );
+    assert_eq!(
+        p.replace_disk(1, RamDisk::new(512, 40_000)),
+        Err(AdminError::Faulted)
+    );
+    assert_eq!(p.fail_disk(7), Err(AdminError::NoSuchSlot { slot: 7 }));
+}
