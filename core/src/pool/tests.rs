@@ -204,3 +204,41 @@ fn spares_and_replacements_are_refused_on_a_faulted_pool() {
     );
     assert_eq!(p.fail_disk(7), Err(AdminError::NoSuchSlot { slot: 7 }));
 }
+
+#[test]
+fn a_latent_sector_error_on_the_last_copy_never_fails_the_member() {
+    // Degraded RAID-1, one latent sector error under a LUN block on the survivor: reading it
+    // again and again fails that block only (every attempt used to count, and the survivor
+    // was failed at 65: every block unreadable).
+    let (mut p, lun) = mirror_with_data(64);
+    p.fail_disk(0).unwrap();
+    while !p.maintenance().unwrap().idle {}
+    p.fail_disk(0).unwrap();
+    assert_eq!(p.status().health, Health::Degraded);
+    // The member block holding LBA 20's data.
+    let mut buf = vec![0u8; 4096];
+    let e = p.vol().unwrap().map_get(lun, 20).unwrap();
+    let at = e.addr() + 64 + u64::from(e.index) * 4096;
+    let geo = *p.array().geometry();
+    let (stripe, _, off) = geo.locate(at).unwrap();
+    let bad = geo.stripe_lba(stripe) + (off / geo.block_bytes()) as u64;
+    p.array_mut().disk_mut(1).unwrap().medium = vec![bad];
+    for _ in 0..200 {
+        assert!(p.read(lun, 20, &mut buf).is_err());
+    }
+    let st = p.status();
+    assert_eq!(st.health, Health::Degraded);
+    assert_eq!(st.disks[1].state, crate::raid::DiskState::Online);
+    assert_eq!(st.disks[1].errors.medium, 1, "one distinct bad block");
+    // Every block outside the damaged extent reads back (the extent's checksum covers all its
+    // blocks, so they all read as errors: loss is exact to the extent).
+    let extent = 20 - u64::from(e.index)..20 - u64::from(e.index) + u64::from(e.blocks);
+    for i in 0..64 {
+        if extent.contains(&i) {
+            assert!(p.read(lun, i, &mut buf).is_err(), "block {i}");
+        } else {
+            p.read(lun, i, &mut buf).unwrap();
+            assert_eq!(buf, block(i), "block {i}");
+        }
+    }
+}

@@ -94,7 +94,8 @@ pub struct DiskErrors {
     pub read: u32,
     /// Writes that failed (after retries), any kind.
     pub write: u32,
-    /// Latent sector errors met.
+    /// Distinct member blocks met with a latent sector error (a block read again while still
+    /// bad counts once).
     pub medium: u32,
     /// Retryable errors (transport, timeout), counted per attempt.
     pub transient: u32,
@@ -112,7 +113,13 @@ pub struct Member<D> {
     errors: DiskErrors,
     /// While rebuilding: stripes below this index hold valid data on this member.
     rebuilt_below: u64,
+    /// Member blocks known to hold a latent sector error (until a write to them succeeds,
+    /// which remaps them): each counts once against the medium-error budget.
+    bad_sectors: Vec<u64, BAD_SECTORS>,
 }
+
+/// Distinct bad sectors remembered per member (past that, each error counts).
+pub const BAD_SECTORS: usize = 16;
 
 impl<D> Member<D> {
     /// The member's state.
@@ -314,6 +321,7 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
                     state,
                     errors: DiskErrors::default(),
                     rebuilt_below: 0,
+                    bad_sectors: Vec::new(),
                 })
                 .map_err(|_| ArrayError::DiskMismatch)?;
         }
@@ -413,6 +421,7 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
         m.state = DiskState::Rebuilding;
         m.rebuilt_below = 0;
         m.errors = DiskErrors::default();
+        m.bad_sectors.clear();
         Ok(old)
     }
 
@@ -480,9 +489,14 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
             .is_some_and(|m| m.disk.is_some() && m.state != DiskState::Failed)
     }
 
-    /// Records a failed member I/O and applies the failure policy.
+    /// Records a failed member I/O and applies the failure policy (md's, with its bad-block
+    /// list): a device failure fails the member, and so do exhausted retries; medium errors
+    /// count once per distinct block, fail the member past the budget or when a write cannot
+    /// remap, but never while it is the last source of some data (failing it would take the
+    /// array past its tolerance: the bad blocks are lost, the rest of the member is not).
     fn note_error(&mut self, disk: Slot, kind: ErrorKind, write: bool) {
         let cfg = self.cfg;
+        let last_source = self.not_in_sync().with(disk).len() > self.geo.tolerance();
         let Some(m) = self.members.get_mut(disk) else {
             return;
         };
@@ -493,13 +507,16 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
         }
         let fail = match kind {
             ErrorKind::Medium { lba } => {
-                m.errors.medium = m.errors.medium.saturating_add(1);
-                self.events.push(Event::MediumError {
-                    disk: disk as u8,
-                    lba,
-                });
+                if !m.bad_sectors.contains(&lba) {
+                    let _ = m.bad_sectors.push(lba);
+                    m.errors.medium = m.errors.medium.saturating_add(1);
+                    self.events.push(Event::MediumError {
+                        disk: disk as u8,
+                        lba,
+                    });
+                }
                 // A write that meets a medium error means the drive could not remap: fail it.
-                write || m.errors.medium > cfg.max_medium_errors
+                (write || m.errors.medium > cfg.max_medium_errors) && !last_source
             }
             ErrorKind::Transport | ErrorKind::Timeout => {
                 write || m.errors.read.saturating_add(m.errors.write) > cfg.max_io_errors
@@ -533,6 +550,13 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
             return IoOutcome::Failed(ErrorKind::DeviceFailed);
         };
         let (res, attempts) = with_retries(retries, || d.write(lba, buf));
+        if res.is_ok() {
+            // The drive remapped whatever it wrote.
+            let blocks = (buf.len() / self.geo.block_bytes()) as u64;
+            if let Some(m) = self.members.get_mut(disk) {
+                m.bad_sectors.retain(|&b| b < lba || b >= lba + blocks);
+            }
+        }
         self.after_attempts(disk, res, attempts, true)
     }
 
