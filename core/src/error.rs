@@ -57,6 +57,14 @@ pub enum IoError {
     },
     /// More members failed than the level tolerates; the pool serves no I/O.
     Faulted,
+    /// The pool is suspended: member I/O met a condition of the host around every member
+    /// (its storage full or read-only). No member was failed and nothing more is written;
+    /// requests fail with this until the pool is resumed after the condition
+    /// clears. Writes acknowledged before are kept.
+    Suspended {
+        /// The condition.
+        kind: raidcore_hal::ErrorKind,
+    },
     /// A member or array operation failed.
     Device(ArrayError),
     /// On-disk metadata failed its checks and could not be repaired.
@@ -93,6 +101,10 @@ impl core::fmt::Display for IoError {
                 f,
                 "log unreadable at address {addr}, before the last flush's end: more faults \
                  than the level tolerates; acknowledged writes after it are lost"
+            ),
+            IoError::Suspended { kind } => write!(
+                f,
+                "pool suspended: {kind}; free the space (or make it writable) and resume the pool"
             ),
             IoError::Faulted => {
                 f.write_str("pool faulted: more member failures than the level tolerates")

@@ -99,6 +99,12 @@ pub enum ErrorKind {
     Timeout,
     /// The device does not support the operation (e.g. `trim` on a device that cannot).
     Unsupported,
+    /// The host storage behind the device is full (ENOSPC of a file-backed disk): the device
+    /// is not at fault, and the write may succeed once space is freed. Not retried; the pool
+    /// suspends instead of failing members.
+    NoSpace,
+    /// The host storage behind the device went read-only (EROFS): as [`ErrorKind::NoSpace`].
+    ReadOnly,
     /// Anything else; treated like a device failure after retries.
     Other,
 }
@@ -108,6 +114,14 @@ impl ErrorKind {
     #[must_use]
     pub const fn is_retryable(self) -> bool {
         matches!(self, ErrorKind::Transport | ErrorKind::Timeout)
+    }
+
+    /// True for conditions of the host around the device, which hit every member alike and
+    /// clear when the host's operator acts ([`ErrorKind::NoSpace`], [`ErrorKind::ReadOnly`]):
+    /// the pool suspends, and no member is failed for them.
+    #[must_use]
+    pub const fn is_host_condition(self) -> bool {
+        matches!(self, ErrorKind::NoSpace | ErrorKind::ReadOnly)
     }
 }
 
@@ -123,6 +137,8 @@ impl core::fmt::Display for ErrorKind {
             ErrorKind::DeviceFailed => f.write_str("device failed"),
             ErrorKind::Timeout => f.write_str("device timed out"),
             ErrorKind::Unsupported => f.write_str("operation not supported by the device"),
+            ErrorKind::NoSpace => f.write_str("no space left on the host's storage"),
+            ErrorKind::ReadOnly => f.write_str("the host's storage is read-only"),
             ErrorKind::Other => f.write_str("device error"),
         }
     }

@@ -73,6 +73,10 @@
 // LUN creation: too many LUNs, a bad size, or a bad or taken name.
 #define RAIDCORE_E_LUN -17
 
+// The pool is suspended (a disk reported its host's storage full or read-only); nothing was
+// written. Free the space and call [`raidcore_pool_resume`].
+#define RAIDCORE_E_SUSPENDED -18
+
 // Disk callback result: done.
 #define RAIDCORE_DISK_OK 0
 
@@ -112,6 +116,9 @@
 
 // `raidcore_status.health`: more members out than the level tolerates.
 #define RAIDCORE_HEALTH_FAULTED 2
+
+// `raidcore_status.health`: suspended by a host condition (storage full or read-only).
+#define RAIDCORE_HEALTH_SUSPENDED 3
 
 // `raidcore_status.member_state`: in sync.
 #define RAIDCORE_MEMBER_ONLINE 0
@@ -335,6 +342,13 @@ int32_t raidcore_read(raidcore_pool *pool, uint16_t lun, uint64_t lba, uint8_t *
 // # Safety
 // `pool` is a live handle.
 int32_t raidcore_flush(raidcore_pool *pool);
+
+// Resumes a suspended pool once its disks' host storage has room again (or is writable):
+// writes what waits. Returns `RAIDCORE_E_SUSPENDED` while the condition lasts.
+//
+// # Safety
+// `pool` is a live handle.
+int32_t raidcore_pool_resume(raidcore_pool *pool);
 
 // Unmaps `blocks` 4 KiB blocks of `lun` from `lba`: they read as zeros, their space is freed
 // (durable after the next flush).

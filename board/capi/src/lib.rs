@@ -83,6 +83,9 @@ pub const RAIDCORE_E_BUSY: i32 = -15;
 pub const RAIDCORE_E_PANIC: i32 = -16;
 /// LUN creation: too many LUNs, a bad size, or a bad or taken name.
 pub const RAIDCORE_E_LUN: i32 = -17;
+/// The pool is suspended (a disk reported its host's storage full or read-only); nothing was
+/// written. Free the space and call [`raidcore_pool_resume`].
+pub const RAIDCORE_E_SUSPENDED: i32 = -18;
 
 /// Disk callback result: done.
 pub const RAIDCORE_DISK_OK: i32 = 0;
@@ -113,6 +116,8 @@ pub const RAIDCORE_HEALTH_ONLINE: u8 = 0;
 pub const RAIDCORE_HEALTH_DEGRADED: u8 = 1;
 /// `raidcore_status.health`: more members out than the level tolerates.
 pub const RAIDCORE_HEALTH_FAULTED: u8 = 2;
+/// `raidcore_status.health`: suspended by a host condition (storage full or read-only).
+pub const RAIDCORE_HEALTH_SUSPENDED: u8 = 3;
 
 /// `raidcore_status.member_state`: in sync.
 pub const RAIDCORE_MEMBER_ONLINE: u8 = 0;
@@ -388,6 +393,7 @@ fn io_code(e: IoError) -> i32 {
         IoError::NoSpace => RAIDCORE_E_NO_SPACE,
         IoError::Unrecoverable { .. } => RAIDCORE_E_LOST,
         IoError::Faulted => RAIDCORE_E_FAULTED,
+        IoError::Suspended { .. } => RAIDCORE_E_SUSPENDED,
         IoError::Device(_) => RAIDCORE_E_DEVICE,
         IoError::Corrupt(_) | IoError::LogLost { .. } => RAIDCORE_E_CORRUPT,
         IoError::LogFull | IoError::CacheFull => RAIDCORE_E_TOO_SMALL,
@@ -802,6 +808,17 @@ pub unsafe extern "C" fn raidcore_flush(pool: *mut raidcore_pool) -> i32 {
     unsafe { with_pool(pool, |p| p.flush().map_or_else(io_code, |()| 0)) }
 }
 
+/// Resumes a suspended pool once its disks' host storage has room again (or is writable):
+/// writes what waits. Returns `RAIDCORE_E_SUSPENDED` while the condition lasts.
+///
+/// # Safety
+/// `pool` is a live handle.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn raidcore_pool_resume(pool: *mut raidcore_pool) -> i32 {
+    // SAFETY: the caller's promise.
+    unsafe { with_pool(pool, |p| p.resume().map_or_else(io_code, |()| 0)) }
+}
+
 /// Unmaps `blocks` 4 KiB blocks of `lun` from `lba`: they read as zeros, their space is freed
 /// (durable after the next flush).
 ///
@@ -931,6 +948,7 @@ pub unsafe extern "C" fn raidcore_pool_status(
                     Health::Online => RAIDCORE_HEALTH_ONLINE,
                     Health::Degraded => RAIDCORE_HEALTH_DEGRADED,
                     Health::Faulted => RAIDCORE_HEALTH_FAULTED,
+                    Health::Suspended => RAIDCORE_HEALTH_SUSPENDED,
                 },
                 members: st.disks.len() as u8,
                 spares: st.spares,
@@ -991,6 +1009,7 @@ pub extern "C" fn raidcore_error_name(code: i32) -> *const c_char {
         RAIDCORE_E_BUSY => c"pool busy (call from a disk callback)",
         RAIDCORE_E_PANIC => c"panic caught; pool poisoned",
         RAIDCORE_E_LUN => c"LUN refused",
+        RAIDCORE_E_SUSPENDED => c"pool suspended (host storage full or read-only)",
         _ => c"unknown code",
     };
     s.as_ptr()

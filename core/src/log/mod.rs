@@ -335,6 +335,14 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
             .ok_or(bug!(IoError))
     }
 
+    /// Writes the open stripe if it is full and its write waited for a host condition.
+    pub fn write_waiting_stripe(&mut self) -> Result<(), IoError> {
+        if self.log.fill == self.stripe.len() {
+            self.write_open_stripe()?;
+        }
+        Ok(())
+    }
+
     /// Writes the open stripe (full) to the array and opens the next one. After a stripe write
     /// that reached too few members, no stripe is written again until the pool has taken the
     /// note ([`Log::take_write_failed`]): the open stripe's next write would be a second write
@@ -352,9 +360,17 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
         self.counters.redundancy_bytes +=
             after.redundancy_bytes_written - before.redundancy_bytes_written;
         self.log.unflushed_stripes += 1;
-        if let Err(e) = res {
-            self.log.write_failed = true;
-            return Err(IoError::Device(e));
+        match res {
+            Ok(()) => {}
+            // The stripe stays open, unchanged, and is written again once the host's condition
+            // clears (the same bytes to every member; nothing acknowledged depends on it).
+            Err(e @ crate::raid::ArrayError::HostCondition { .. }) => {
+                return Err(IoError::Device(e));
+            }
+            Err(e) => {
+                self.log.write_failed = true;
+                return Err(IoError::Device(e));
+            }
         }
         self.stripe.fill(0);
         self.log.stripe_addr += sdb;
@@ -448,6 +464,10 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
     pub fn seal_stripe(&mut self) -> Result<(), IoError> {
         if self.log.fill == 0 {
             return Ok(());
+        }
+        if self.log.fill == self.stripe.len() {
+            // Full already: its write waited for a host condition to clear.
+            return self.write_open_stripe();
         }
         let rest = self.stripe.len() - self.log.fill;
         self.pad(rest)

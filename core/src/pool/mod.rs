@@ -433,6 +433,8 @@ pub struct Pool<
     /// A stripe write reached too few members: acknowledged data is lost, and the pool serves
     /// no I/O from then on.
     write_lost: bool,
+    /// Suspended by a host condition until [`Pool::resume`].
+    suspended: Option<raidcore_hal::ErrorKind>,
     mem: M,
 }
 
@@ -755,6 +757,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             layout,
             now: 0,
             write_lost: false,
+            suspended: None,
             mem,
         }
     }
@@ -921,9 +924,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
     /// once it writes into the last segment of its window while a free segment could extend
     /// it (otherwise the window could fill up: "log segments exhausted").
     fn ready(&mut self) -> Result<(), IoError> {
-        if self.health() == Health::Faulted {
-            return Err(IoError::Faulted);
-        }
+        self.serving()?;
         let half = (usize::from(self.cfg.reserved_segments) / 2).max(1);
         let pages_limit = self.log.segment_bytes() / 2 / 4096;
         let used = self.log.window().1;
@@ -974,9 +975,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
     /// never written or trimmed read as zeros), or an error — never other data.
     pub fn read(&mut self, lun: u16, lba: u64, buf: &mut [u8]) -> Result<(), IoError> {
         self.check_io(lun, lba, buf.len())?;
-        if self.health() == Health::Faulted {
-            return Err(IoError::Faulted);
-        }
+        self.serving()?;
         let mut res = Ok(());
         for (i, blk) in buf.chunks_exact_mut(LUN_BLOCK).enumerate() {
             res = self.read_block(lun, lba + i as u64, blk);
@@ -985,8 +984,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             }
         }
         // A member that failed under the reads gets a spare and a rebuild now.
-        self.after_membership_change()?;
-        res?;
+        self.settled(res)?;
         self.counters.client_bytes_read += buf.len() as u64;
         Ok(())
     }
@@ -1018,10 +1016,46 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         if self.log.take_write_failed() {
             self.write_lost = true;
         }
+        if let Some(kind) = self.array.take_host_condition() {
+            // Whatever the operation got, the cause is the host: suspend, fail nothing.
+            self.suspended = Some(kind);
+            self.array
+                .events_mut()
+                .push(crate::event::Event::HealthChanged {
+                    health: Health::Suspended as u8,
+                });
+            return Err(IoError::Suspended { kind });
+        }
         let s = self.after_membership_change();
         let v = r?;
         s?;
         Ok(v)
+    }
+
+    /// Refuses I/O on a faulted or suspended pool.
+    fn serving(&self) -> Result<(), IoError> {
+        match (self.health(), self.suspended) {
+            (Health::Faulted, _) => Err(IoError::Faulted),
+            (_, Some(kind)) => Err(IoError::Suspended { kind }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Resumes a suspended pool once the host's condition is cleared: writes what waits (the
+    /// open stripe, open extents) with a flush. Fails, and stays suspended, while the
+    /// condition lasts. A pool not suspended just flushes.
+    pub fn resume(&mut self) -> Result<(), IoError> {
+        if self.health() == Health::Faulted {
+            return Err(IoError::Faulted);
+        }
+        self.suspended = None;
+        let health = self.health() as u8;
+        self.array
+            .events_mut()
+            .push(crate::event::Event::HealthChanged { health });
+        let r = self.io().and_then(|mut io| io.write_waiting_stripe());
+        let r = r.and_then(|()| self.flush_all());
+        self.settled(r)
     }
 
     /// Unmaps `blocks` blocks of `lun` from `lba` (TRIM / UNMAP): they read as zeros and their
@@ -1077,9 +1111,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
 
     /// Writes a checkpoint now (normally automatic).
     pub fn checkpoint(&mut self) -> Result<(), IoError> {
-        if self.health() == Health::Faulted {
-            return Err(IoError::Faulted);
-        }
+        self.serving()?;
         let r = self.write_checkpoint();
         self.settled(r)
     }
@@ -1144,9 +1176,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
     /// make nothing durable (writes acknowledged since its last flush are lost; a success here
     /// would say otherwise). [`Pool::into_parts`] takes a faulted pool apart.
     pub fn shutdown(mut self) -> Result<PoolParts<D, M, N>, IoError> {
-        if self.health() == Health::Faulted {
-            return Err(IoError::Faulted);
-        }
+        self.serving()?;
         self.flush_all()?;
         self.write_checkpoint()?;
         Ok(self.into_parts())

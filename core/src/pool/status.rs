@@ -21,6 +21,9 @@ pub enum Health {
     Degraded,
     /// More members out of sync than the level tolerates: no I/O is served.
     Faulted,
+    /// Suspended by a condition of the host (storage full or read-only): no I/O is served and
+    /// nothing written until [`Pool::resume`].
+    Suspended,
 }
 
 impl Health {
@@ -31,6 +34,7 @@ impl Health {
             Health::Online => "online",
             Health::Degraded => "degraded",
             Health::Faulted => "faulted",
+            Health::Suspended => "suspended",
         }
     }
 }
@@ -94,6 +98,8 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         let out = self.array.not_in_sync().len();
         if self.write_lost || out > self.array.geometry().tolerance() {
             Health::Faulted
+        } else if self.suspended.is_some() {
+            Health::Suspended
         } else if out > 0 {
             Health::Degraded
         } else {
@@ -131,9 +137,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
     /// (rebuild first), and cleans a segment when free space runs low. Call it between client
     /// requests as often as the device-time share for background work allows.
     pub fn maintenance(&mut self) -> Result<MaintenanceReport, IoError> {
-        if self.health() == Health::Faulted {
-            return Err(IoError::Faulted);
-        }
+        self.serving()?;
         let r = self.maintenance_step();
         self.settled(r)
     }

@@ -4,6 +4,7 @@ use std::vec::Vec;
 
 use super::*;
 use crate::raid::tests::RamDisk;
+use raidcore_hal::ErrorKind;
 
 type TestPool = Pool<RamDisk, Vec<u8>, 8, 4, 32, 8>;
 
@@ -240,5 +241,68 @@ fn a_latent_sector_error_on_the_last_copy_never_fails_the_member() {
             p.read(lun, i, &mut buf).unwrap();
             assert_eq!(buf, block(i), "block {i}");
         }
+    }
+}
+
+#[test]
+fn a_full_host_suspends_the_pool_and_resume_loses_nothing() {
+    // The host's storage fills up under every member at once (ENOSPC of file-backed disks):
+    // the pool suspends, no member is failed, nothing more is written; once space is freed,
+    // resume writes what waited and every flushed block reads back, also after an import.
+    let mut p = new_pool(cfg(), 6, 40_000);
+    let lun = p.create_lun("a", 4000).unwrap();
+    for i in 0..200u64 {
+        p.write(lun, i, &block(i), false).unwrap();
+    }
+    p.flush().unwrap();
+    for d in 0..6 {
+        p.array_mut().disk_mut(d).unwrap().full = true;
+    }
+    let mut refused = None;
+    for i in 200..2000u64 {
+        if let Err(e) = p.write(lun, i, &block(i), true) {
+            refused = Some((i, e));
+            break;
+        }
+    }
+    let (first_refused, e) = refused.expect("writes meet the full host");
+    assert!(
+        matches!(
+            e,
+            IoError::Suspended {
+                kind: ErrorKind::NoSpace
+            }
+        ),
+        "{e:?}"
+    );
+    let st = p.status();
+    assert_eq!(st.health, Health::Suspended);
+    assert!(
+        st.disks
+            .iter()
+            .all(|d| d.state == crate::raid::DiskState::Online)
+    );
+    let mut buf = vec![0u8; 4096];
+    assert!(matches!(
+        p.read(lun, 0, &mut buf),
+        Err(IoError::Suspended { .. })
+    ));
+    assert!(
+        matches!(p.resume(), Err(IoError::Suspended { .. })),
+        "still full"
+    );
+    for d in 0..6 {
+        p.array_mut().disk_mut(d).unwrap().full = false;
+    }
+    p.resume().unwrap();
+    assert_eq!(p.status().health, Health::Online);
+    for i in 0..first_refused {
+        p.read(lun, i, &mut buf).unwrap();
+        assert_eq!(buf, block(i), "block {i}");
+    }
+    let (mut p, _) = reimport(p);
+    for i in 0..first_refused {
+        p.read(lun, i, &mut buf).unwrap();
+        assert_eq!(buf, block(i), "block {i} after import");
     }
 }

@@ -210,6 +210,13 @@ pub enum ArrayError {
     },
     /// Disks given to [`Array::new`] do not fit the geometry (count, block size or size).
     DiskMismatch,
+    /// A member write met a host condition ([`ErrorKind::is_host_condition`]): the stripe did
+    /// not reach every member, none was failed for it, and it must be written again once the
+    /// condition clears.
+    HostCondition {
+        /// The condition.
+        kind: ErrorKind,
+    },
     /// An invariant of the array did not hold (a bug); `at` names the file and line.
     LogicBug {
         /// The check that failed.
@@ -234,6 +241,7 @@ impl core::fmt::Display for ArrayError {
             }
             ArrayError::Disk { disk, kind } => write!(f, "disk {disk}: {kind}"),
             ArrayError::DiskMismatch => f.write_str("disks do not match the geometry"),
+            ArrayError::HostCondition { kind } => write!(f, "member write refused: {kind}"),
             ArrayError::LogicBug { at } => write!(f, "internal error (a bug) found at {at}"),
         }
     }
@@ -282,6 +290,10 @@ pub struct Array<D, const N: usize> {
     cfg: ArrayConfig,
     events: EventLog,
     stats: ArrayStats,
+    /// The last host condition a member I/O met, until the pool takes it.
+    host: Option<ErrorKind>,
+    /// Host conditions met so far (a stripe write compares before and after).
+    host_count: u32,
 }
 
 type Slot = usize;
@@ -334,6 +346,8 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
             cfg,
             events: EventLog::new(),
             stats: ArrayStats::default(),
+            host: None,
+            host_count: 0,
         })
     }
 
@@ -495,6 +509,15 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
     /// remap, but never while it is the last source of some data (failing it would take the
     /// array past its tolerance: the bad blocks are lost, the rest of the member is not).
     fn note_error(&mut self, disk: Slot, kind: ErrorKind, write: bool) {
+        if kind.is_host_condition() {
+            // Not the member's fault: counted, never failing it.
+            self.host = Some(kind);
+            self.host_count = self.host_count.wrapping_add(1);
+            if let Some(m) = self.members.get_mut(disk) {
+                m.errors.write = m.errors.write.saturating_add(u32::from(write));
+            }
+            return;
+        }
         let cfg = self.cfg;
         let last_source = self.not_in_sync().with(disk).len() > self.geo.tolerance();
         let Some(m) = self.members.get_mut(disk) else {
@@ -610,6 +633,7 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
         data: &[u8],
         scratch: &mut [u8],
     ) -> Result<(), ArrayError> {
+        let host_before = self.host_count;
         let geo = self.geo;
         if stripe >= geo.stripes() {
             return Err(ArrayError::OutOfRange);
@@ -684,6 +708,11 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
             }
         }
         self.stats.stripes_written += 1;
+        if self.host_count != host_before
+            && let Some(kind) = self.host
+        {
+            return Err(ArrayError::HostCondition { kind });
+        }
         // Which members now hold their strip of this stripe?
         let written = (0..geo.disks())
             .filter(|d| self.writable(*d))
@@ -1468,6 +1497,11 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
         }
     }
 
+    /// The host condition member I/O met since the last call, if any (the pool suspends).
+    pub fn take_host_condition(&mut self) -> Option<ErrorKind> {
+        self.host.take()
+    }
+
     /// Flushes every writable member's write cache. A member whose flush fails is failed.
     /// Returns the members that are durable now.
     pub fn flush(&mut self) -> DiskSet {
@@ -1488,6 +1522,7 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
             };
             match res {
                 Ok(()) => ok = ok.with(d),
+                Err(kind) if kind.is_host_condition() => self.note_error(d, kind, true),
                 Err(kind) => {
                     // A disk that cannot make its cache durable cannot be trusted with data.
                     self.note_error(d, kind, true);

@@ -16,6 +16,8 @@ pub(crate) struct RamDisk {
     pub medium: Vec<u64>,
     pub transient: u32,
     pub writes: u64,
+    /// Writes fail with the host's storage full ([`ErrorKind::NoSpace`]).
+    pub full: bool,
 }
 
 impl RamDisk {
@@ -27,6 +29,7 @@ impl RamDisk {
             medium: vec![],
             transient: 0,
             writes: 0,
+            full: false,
         }
     }
 }
@@ -62,6 +65,9 @@ impl BlockDevice for RamDisk {
         let n = raidcore_hal::check_io(self.block_size(), self.block_count(), lba, buf.len())?;
         if self.failed {
             return Err(ErrorKind::DeviceFailed);
+        }
+        if self.full {
+            return Err(ErrorKind::NoSpace);
         }
         self.medium.retain(|&b| b < lba || b >= lba + n);
         let o = lba as usize * self.bs;

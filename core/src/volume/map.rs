@@ -468,6 +468,9 @@ impl<const P: usize> MapCache<P> {
         lba: u64,
         blocks: u64,
     ) -> Result<(), IoError> {
+        if blocks == 0 {
+            return Ok(());
+        }
         if !self.root_exists(st, lun)? {
             return Ok(());
         }

@@ -1311,7 +1311,7 @@ impl Sim {
             .filter(|d| d.state != DiskState::Online)
             .count();
         let health_ok = match st.health {
-            Health::Faulted => false,
+            Health::Faulted | Health::Suspended => false,
             Health::Degraded => not_online > 0,
             Health::Online => not_online == 0,
         };

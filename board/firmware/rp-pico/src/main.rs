@@ -289,7 +289,7 @@ fn main() -> ! {
         let blink = match health {
             Health::Online => true,
             Health::Degraded => (now / 500_000) % 2 == 0,
-            Health::Faulted => (now / 100_000) % 2 == 0,
+            Health::Faulted | Health::Suspended => (now / 100_000) % 2 == 0,
         };
         let _ = if blink { led.set_high() } else { led.set_low() };
         if now - last_log > 60_000_000 {
