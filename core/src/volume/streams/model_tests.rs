@@ -359,7 +359,7 @@ fn streams_match_their_model() {
     seeded::check(
         "streams_match_their_model",
         0x7374_7231,
-        128,
+        512,
         case(),
         |(s, max, ops)| match s {
             0 => run::<1>(max, &ops),
