@@ -65,3 +65,8 @@ pub(crate) mod log;
 pub mod mutate;
 pub mod pool;
 pub(crate) mod volume;
+/// The map cache's model-based check, for its fuzz target and the cross-crate tests.
+#[cfg(all(feature = "_test", feature = "std"))]
+pub use volume::map_fuzz;
+#[cfg(test)]
+mod seeded;

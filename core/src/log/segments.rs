@@ -143,3 +143,6 @@ mod tests {
         assert_eq!(t.free(), 8);
     }
 }
+
+#[cfg(test)]
+mod model_tests;

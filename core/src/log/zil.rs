@@ -423,3 +423,6 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod ring_tests;

@@ -13,6 +13,8 @@
 pub(crate) mod extent;
 pub(crate) mod luns;
 pub(crate) mod map;
+#[cfg(any(test, all(feature = "_test", feature = "std")))]
+pub mod map_fuzz;
 pub(crate) mod streams;
 
 use raidcore_hal::BlockDevice;

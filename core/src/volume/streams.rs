@@ -263,3 +263,6 @@ mod tests {
         assert!(!st.overlaps(b, 1, 99, 2));
     }
 }
+
+#[cfg(test)]
+mod model_tests;
