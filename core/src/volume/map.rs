@@ -613,7 +613,8 @@ impl<const P: usize> MapCache<P> {
             return Ok(None);
         }
         if let Some(s) = self.cache_find(PageKey { lun, level, index }) {
-            return Ok(self.cache.get(s).copied().flatten().map(|m| m.ptr));
+            let ptr = self.cache.get(s).copied().flatten().map(|m| m.ptr);
+            return Ok(ptr.filter(|p| !p.is_none()));
         }
         if level == top {
             return Ok(Some(st.root(lun)?).filter(|p| !p.is_none()));

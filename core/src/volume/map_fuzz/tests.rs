@@ -173,12 +173,11 @@ fn cache_full_only_when_the_tree_is_deeper_than_the_cache() {
 }
 
 /// `page_ptr` promises "the current on-disk pointer, if the page exists"; a page that is
-/// cached but was never written has none, yet it answers `Some(BlockPtr::NONE)`. The cleaner
+/// cached but was never written has none (it answered `Some(BlockPtr::NONE)`). The cleaner
 /// compares that pointer's address with the item it found (`p.addr == cursor`), so a stale
 /// copy of the page at log address 0 would count as live (an extra page write, no data
 /// loss).
 #[test]
-#[ignore = "bug: page_ptr returns Some(BlockPtr::NONE) for a cached page never written"]
 fn page_ptr_of_a_page_never_written_is_none() {
     let lun = Size {
         depth: 1,
@@ -202,7 +201,6 @@ fn page_ptr_of_a_page_never_written_is_none() {
 /// `map_cache` fuzz body (`raidcore-tests`, seed 187 of its seeded test before zero-length
 /// unmaps were left out).
 #[test]
-#[ignore = "bug: unmap_range of zero blocks at LBA 0 overflows in unmap_walk (panic or hang)"]
 fn an_empty_unmap_at_lba_0_is_a_no_op() {
     let lun = Size {
         depth: 1,
