@@ -47,7 +47,14 @@ pub fn scan(
         let mut disk = match FileDisk::open_with(&path, bs, opts) {
             Ok(d) => d,
             Err(err) if err.kind() == ErrorKind::Misaligned => {
-                let note = "unusable: its length is no whole number of blocks";
+                let note = match std::fs::metadata(&path).map(|m| m.len()) {
+                    Ok(0) => "unusable: the file is empty (0 bytes)".to_string(),
+                    Ok(len) => format!(
+                        "unusable: its length is no whole number of {}-byte blocks ({len} bytes)",
+                        bs.bytes()
+                    ),
+                    Err(_) => "unusable: its length is no whole number of blocks".to_string(),
+                };
                 unusable.push(ImageInfo::stale(n, note));
                 continue;
             }

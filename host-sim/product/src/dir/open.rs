@@ -65,6 +65,7 @@ impl<M: Members> PoolDir<M> {
         let (pool, import) =
             HostPool::import(disks_in_order, opts, mem).map_err(|e| import_error(e, &images))?;
         leave_out_wrong_sizes(&mut images, &import, &order);
+        let (records, watch) = Self::start_records(dir, &pool);
         Ok(PoolDir {
             dir: dir.to_path_buf(),
             pool,
@@ -72,6 +73,8 @@ impl<M: Members> PoolDir<M> {
             images,
             import,
             meta,
+            records,
+            watch,
             lock,
         })
     }

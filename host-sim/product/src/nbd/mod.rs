@@ -60,6 +60,7 @@
 //! ```
 
 pub mod backend;
+pub mod background;
 pub mod exec;
 pub mod pool;
 pub mod proto;

@@ -362,14 +362,12 @@ impl Session {
 
     fn find_export(&self, name: &[u8]) -> Option<usize> {
         if name.is_empty() {
-            // The empty name is the default export: the first one.
-            return if self.exports.is_empty() {
-                None
-            } else {
-                Some(0)
-            };
+            // The empty name is the default export: the first one still there.
+            return self.exports.iter().position(|e| !e.removed);
         }
-        self.exports.iter().position(|e| e.name.as_bytes() == name)
+        self.exports
+            .iter()
+            .position(|e| !e.removed && e.name.as_bytes() == name)
     }
 
     fn option(&mut self, option: u32, data: &[u8]) {
@@ -398,7 +396,7 @@ impl Session {
             }
             proto::OPT_LIST => {
                 if data.is_empty() {
-                    for e in self.exports.iter() {
+                    for e in self.exports.iter().filter(|e| !e.removed) {
                         let mut d = Vec::with_capacity(4 + e.name.len() + e.description.len());
                         d.extend_from_slice(&(e.name.len() as u32).to_be_bytes());
                         d.extend_from_slice(e.name.as_bytes());
