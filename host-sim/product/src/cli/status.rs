@@ -2,15 +2,18 @@
 //! status 0 online, 1 degraded, 2 faulted or suspended (`raidcore`; see
 //! [`super::console::exit`]).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::Args;
 
-use super::common::{Wait, call, fail_json, present};
+use super::common::{dir_failure, fail_json, present};
 use super::console::{Console, Failure, exit};
-use crate::control::Request;
+use crate::control::client::Client;
+use crate::control::{Reply, Request};
 use crate::dir::Members;
+use crate::dir::look::look;
+use crate::ops;
 
 /// Options of `status`.
 #[derive(Debug, Args)]
@@ -32,13 +35,33 @@ pub struct StatusArgs {
     pub count: u64,
 }
 
-/// Prints the status (through the server if one holds the pool), as often as asked; the exit
-/// status tells the pool's health.
+/// The status from the server that holds the pool in `dir`, or, when none does, a read-only
+/// look at the stopped pool ([`look`]: nothing is written).
+fn ask(dir: &Path) -> Result<Reply, Failure> {
+    if let Some(mut c) = Client::connect(dir) {
+        return c
+            .call(&Request::Status)
+            .map_err(|e| Failure::Error(e.to_string()));
+    }
+    let l = look(dir).map_err(|e| dir_failure(&e))?;
+    let mut reply = Reply::done();
+    reply.status = Some(l.status);
+    if let Some(e) = l.error {
+        reply.ok = false;
+        reply.error = ops::error_reply(&e).error;
+    }
+    Ok(reply)
+}
+
+/// Prints the status (through the server if one holds the pool, else read-only), as often as
+/// asked; the exit status tells the pool's health. `members` is unused: a stopped pool's
+/// status reads the image files themselves.
 pub fn run<M: Members>(
     a: &StatusArgs,
     members: &(impl Into<M> + Clone),
     con: Console,
 ) -> Result<(), Failure> {
+    let _ = members;
     if !(a.interval > 0.0 && a.interval < 86_400.0) {
         return Err(fail_json(
             Failure::Usage("--interval must be in (0, 86400) seconds".into()),
@@ -48,9 +71,17 @@ pub fn run<M: Members>(
     }
     let mut shown = 0u64;
     loop {
-        let reply = call::<M>(&a.dir, members.clone(), &Request::Status, Wait::No, con)
-            .map_err(|f| fail_json(f, a.json, con))?;
-        present(&reply, a.json, con)?;
+        let reply = ask(&a.dir).map_err(|f| fail_json(f, a.json, con))?;
+        if let Err(f) = present(&reply, a.json, con) {
+            // A pool that cannot be opened is reported (above) as faulted.
+            return Err(match f {
+                Failure::Error(m) if con.scripted && reply.status.is_some() => {
+                    con.note(&m);
+                    Failure::Health(exit::FAULTED)
+                }
+                f => f,
+            });
+        }
         shown += 1;
         let health = reply
             .status

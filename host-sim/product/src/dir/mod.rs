@@ -23,6 +23,7 @@ pub mod error;
 pub mod images;
 pub mod layout;
 pub mod lock;
+pub mod look;
 pub mod observe;
 pub mod open;
 pub mod records;

@@ -25,6 +25,15 @@ impl DirStatus {
             .collect()
     }
 
+    /// Member slots no image fills.
+    fn missing(&self) -> Vec<usize> {
+        self.disks
+            .iter()
+            .filter(|d| !d.present)
+            .map(|d| d.index)
+            .collect()
+    }
+
     /// Fills [`DirStatus::problem`] and [`DirStatus::action`] from the rest.
     pub fn explain(&mut self) {
         let (problem, action) = self.diagnose();
@@ -70,6 +79,22 @@ impl DirStatus {
                 Some("The pool is suspended after errors of the host (its file system or devices): no I/O is served and nothing is written.".into()),
                 Some(format!("Fix the cause (free space, remount), then `raidcore resume --dir {dir}`.")),
             ),
+            "degraded" if !self.missing().is_empty() => {
+                let missing = self.missing();
+                let problem = format!(
+                    "Member slot{} {} {} no image (missing): the pool serves every block, with \
+                     less redundancy.",
+                    if missing.len() == 1 { "" } else { "s" },
+                    list(&missing),
+                    if missing.len() == 1 { "has" } else { "have" }
+                );
+                let action = format!(
+                    "Put the missing image back, or replace the member: `raidcore replace --dir \
+                     {dir} --disk {}`.",
+                    missing[0]
+                );
+                (Some(problem), Some(action))
+            }
             "degraded" if !failed.is_empty() => {
                 let problem = format!(
                     "Member slot{} {} failed: the pool serves every block, with less redundancy.",

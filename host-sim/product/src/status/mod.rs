@@ -8,8 +8,8 @@ pub mod text;
 
 use std::path::Path;
 
-use raidcore::pool::Status;
-use raidcore::raid::DiskState;
+use raidcore::pool::{Stats, Status};
+use raidcore::raid::{DiskState, Geometry};
 use raidcore_hal::BlockDevice;
 use serde::{Deserialize, Serialize};
 
@@ -157,6 +157,27 @@ pub const fn disk_state_name(s: DiskState) -> &'static str {
     }
 }
 
+/// What [`DirStatus::from_parts`] is made of: the pool's (or a peek's) own reports.
+#[derive(Debug)]
+pub struct Parts<'a> {
+    /// The pool's status.
+    pub st: Status,
+    /// Its counters.
+    pub stats: Stats,
+    /// Its geometry.
+    pub geo: Geometry,
+    /// Its LUNs.
+    pub luns: Vec<LunReport>,
+    /// Capacity clients can fill.
+    pub usable_bytes: u64,
+    /// The directory.
+    pub dir: &'a Path,
+    /// Its description.
+    pub meta: &'a DirMeta,
+    /// Its images.
+    pub images: &'a [ImageInfo],
+}
+
 impl DirStatus {
     /// The status of `pool`, open from the images `images` of the directory `dir` described
     /// by `meta`. (`&mut`: the pool's statistics walk its LUN table.)
@@ -166,19 +187,33 @@ impl DirStatus {
         meta: &DirMeta,
         images: &[ImageInfo],
     ) -> DirStatus {
-        let geo = *pool.array().geometry();
-        let st: Status = pool.status();
-        let stats = pool.stats();
+        DirStatus::from_parts(Parts {
+            st: pool.status(),
+            stats: pool.stats(),
+            geo: *pool.array().geometry(),
+            luns: lun_reports(pool),
+            usable_bytes: pool.usable_bytes(),
+            dir,
+            meta,
+            images,
+        })
+    }
+
+    /// The status from the pool's own reports (`view` "live"; the caller changes it for a
+    /// look at a stopped pool).
+    #[must_use]
+    pub fn from_parts(p: Parts<'_>) -> DirStatus {
+        let (st, stats, geo) = (p.st, p.stats, p.geo);
         let bb = geo.block_bytes() as u64;
         DirStatus {
-            dir: dir.display().to_string(),
+            dir: p.dir.display().to_string(),
             health: st.health.name().to_string(),
             level: geo.level().name().to_string(),
             strip_bytes: geo.strip_bytes() as u64,
-            model: meta.model.clone(),
-            disks: disk_reports(&st, images, bb),
+            model: p.meta.model.clone(),
+            disks: disk_reports(&st, p.images, bb),
             spares: usize::from(st.spares),
-            images: images.to_vec(),
+            images: p.images.to_vec(),
             rebuild: st.rebuild.map(|(slot, done, total)| Progress {
                 disk: Some(usize::from(slot)),
                 done,
@@ -192,8 +227,8 @@ impl DirStatus {
             scrub_repaired_blocks: st.scrub_repaired,
             scrub_unrepairable_blocks: st.scrub_unrepairable,
             bad_ranges: st.bad_ranges,
-            luns: lun_reports(pool),
-            usable_bytes: pool.usable_bytes(),
+            luns: p.luns,
+            usable_bytes: p.usable_bytes,
             live_bytes: stats.live_bytes,
             compression_ratio: stats.compression_ratio(),
             root_gen: st.root_gen,
@@ -233,15 +268,19 @@ fn disk_reports(st: &Status, images: &[ImageInfo], block_bytes: u64) -> Vec<Disk
 /// Every LUN of `pool` as `status` reports it.
 #[must_use]
 pub fn lun_reports<D: BlockDevice>(pool: &HostPool<D>) -> Vec<LunReport> {
-    pool.luns()
-        .map(|l| LunReport {
-            id: l.id,
-            name: l.name.as_str().to_string(),
-            size_bytes: l.blocks * 4096,
-            logical_bytes: l.logical_bytes,
-            physical_bytes: l.physical_bytes,
-            stored_bytes: l.stored_bytes,
-            parity_bytes: l.parity_bytes,
-        })
-        .collect()
+    luns_of(pool.luns())
+}
+
+/// LUNs as `status` reports them.
+pub fn luns_of(luns: impl Iterator<Item = raidcore::pool::LunInfo>) -> Vec<LunReport> {
+    luns.map(|l| LunReport {
+        id: l.id,
+        name: l.name.as_str().to_string(),
+        size_bytes: l.blocks * 4096,
+        logical_bytes: l.logical_bytes,
+        physical_bytes: l.physical_bytes,
+        stored_bytes: l.stored_bytes,
+        parity_bytes: l.parity_bytes,
+    })
+    .collect()
 }
