@@ -21,9 +21,23 @@ pub struct ServeArgs {
     /// The pool directory.
     #[arg(long)]
     pub dir: PathBuf,
-    /// TCP address to listen on (default 127.0.0.1:10809 unless --unix is given).
+    /// TCP address to listen on (default 127.0.0.1:10809 unless --unix is given). TCP needs
+    /// `--tls-certificates` (clients must start TLS) or an explicit `--insecure`.
     #[arg(long)]
     pub tcp: Option<SocketAddr>,
+    /// Serve TCP clients over TLS only (NBD STARTTLS), with the x509 certificates of this
+    /// directory laid out as nbdkit's: `server-cert.pem`, `server-key.pem`, and `ca-cert.pem`
+    /// for `--tls-verify-peer`.
+    #[arg(long, value_name = "DIR")]
+    pub tls_certificates: Option<PathBuf>,
+    /// Require a client certificate that chains to `ca-cert.pem` (nbdkit's
+    /// `--tls-verify-peer`): the clients are authenticated.
+    #[arg(long, requires = "tls_certificates")]
+    pub tls_verify_peer: bool,
+    /// Serve TCP in plaintext, without authentication (anyone who reaches the port reads
+    /// and writes every LUN).
+    #[arg(long, conflicts_with = "tls_certificates")]
+    pub insecure: bool,
     /// Unix socket to listen on.
     #[arg(long)]
     pub unix: Option<PathBuf>,
@@ -71,6 +85,22 @@ where
     };
     if a.tcp.is_some() || a.unix.is_some() {
         config.tcp = a.tcp;
+    }
+    if let Some(addr) = config.tcp
+        && a.tls_certificates.is_none()
+        && !a.insecure
+    {
+        return Err(Failure::Usage(format!(
+            "TCP ({addr}) without TLS serves every LUN to anyone who reaches the port: give \
+             --tls-certificates DIR (and --tls-verify-peer to require client certificates), or \
+             --insecure to serve plaintext anyway, or --unix PATH"
+        )));
+    }
+    if let Some(d) = &a.tls_certificates {
+        config.tls = Some(
+            nbd::tls::server_config(d, a.tls_verify_peer)
+                .map_err(|e| Failure::Usage(format!("--tls-certificates: {e}")))?,
+        );
     }
     config.control = Some(crate::control::socket_path(&a.dir));
     nbd::install_shutdown_signals(&config.shutdown)?;

@@ -67,6 +67,7 @@ pub mod proto;
 pub mod server;
 pub mod session;
 pub mod stats;
+pub mod tls;
 
 use std::io;
 use std::sync::Arc;
@@ -87,7 +88,11 @@ where
 {
     let server = Server::start(config, factory)?;
     if let Some(a) = server.tcp_addr() {
-        log::info!("nbd: listening on nbd://{a}/");
+        if server.tls() {
+            log::info!("nbd: listening on nbds://{a}/ (TLS required)");
+        } else {
+            log::info!("nbd: listening on nbd://{a}/ (plaintext, no authentication)");
+        }
     }
     if let Some(p) = server.unix_path() {
         log::info!("nbd: listening on nbd+unix:///?socket={}", p.display());

@@ -74,6 +74,10 @@ pub struct ServeConfig {
     /// How long a client may take from connecting to choosing an export (the TLS handshake
     /// included) before it is disconnected. Default 10 s.
     pub handshake_timeout: Duration,
+    /// TLS for TCP clients (`None`: plaintext): clients must start TLS (`NBD_OPT_STARTTLS`)
+    /// before anything else, as with nbdkit's `--tls=require`; Unix-socket clients are served
+    /// in plaintext. See [`super::tls::server_config`].
+    pub tls: Option<Arc<rustls::ServerConfig>>,
     /// The control channel: a Unix socket (made owner-only, mode 0600) on which each line is
     /// a request for [`Backend::control`] and each answer a line (`None`: none). A stale
     /// socket file is replaced, as for [`ServeConfig::unix`]; it is removed when the server
@@ -104,6 +108,7 @@ impl Default for ServeConfig {
             limits: SessionLimits::default(),
             max_connections: 64,
             handshake_timeout: Duration::from_secs(10),
+            tls: None,
             control: None,
             max_inflight_per_connection: 64,
             max_inflight_bytes_per_connection: 64 << 20,
@@ -116,8 +121,10 @@ impl Default for ServeConfig {
 /// What the accept loop and the writer threads tell the owner thread.
 #[derive(Debug)]
 enum OwnerMsg {
-    /// A new connection to serve: its id, a handle to read from, and its outbox.
-    Conn(u64, Conn, Arc<Outbox>),
+    /// A new connection to serve: its id, a handle to read from, its outbox, and, for a
+    /// connection that started TLS, the session that asked for it (the owner goes on with
+    /// [`Session::after_tls`]).
+    Conn(u64, Conn, Arc<Outbox>, Option<Session>),
     /// The connection's writer sent enough of its queue: read its requests again.
     Resume(u64),
     /// Stop reading requests from every connection (the server is stopping).
@@ -220,7 +227,7 @@ impl Outbox {
         Outbox {
             id,
             conn,
-            negotiated: Arc::new(AtomicBool::new(false)),
+            negotiated: Arc::default(),
             max_count: max_count.max(1),
             max_bytes,
             ctl,
@@ -374,7 +381,7 @@ impl Epoll {
 
 /// A connection over TCP or a Unix socket.
 #[derive(Debug)]
-enum Conn {
+pub(super) enum Conn {
     Tcp(TcpStream),
     Unix(UnixStream),
 }
@@ -734,6 +741,11 @@ impl Server {
         self.tcp.as_ref().and_then(|l| l.local_addr().ok())
     }
 
+    /// Whether TCP clients must start TLS.
+    pub fn tls(&self) -> bool {
+        self.config.tls.is_some()
+    }
+
     /// The Unix socket path, if any.
     pub fn unix_path(&self) -> Option<&Path> {
         self.config.unix.as_deref()
@@ -939,7 +951,16 @@ impl Accepted {
         }
         let id = self.next_id;
         self.next_id += 1;
-        match spawn_connection(id, conn, config, ctl, &self.done_tx, counters) {
+        let ctx = ConnCtx {
+            ctl: Arc::clone(ctl),
+            counters: Arc::clone(counters),
+            done_tx: self.done_tx.clone(),
+            max_inflight: config.max_inflight_per_connection,
+            max_inflight_bytes: config.max_inflight_bytes_per_connection,
+            tls: config.tls.clone(),
+            limits: config.limits,
+        };
+        match start_connection(id, conn, &ctx) {
             Ok(entry) => {
                 self.conns.insert(id, entry);
             }
@@ -984,46 +1005,120 @@ struct ConnEntry {
     since: Instant,
 }
 
-/// Starts connection `id`'s writer thread and hands the connection to the owner.
-fn spawn_connection(
-    id: u64,
-    conn: Conn,
-    config: &ServeConfig,
-    ctl: &Arc<Ctl>,
-    done_tx: &mpsc::Sender<u64>,
-    counters: &Arc<ConnCounters>,
-) -> io::Result<ConnEntry> {
-    let handle = conn.try_clone()?;
-    let reader = conn.try_clone()?;
-    let outbox = Arc::new(Outbox::new(
+/// What starting a connection needs: the way to the owner, the counters, the accept loop's
+/// channel for ended connections, the per-connection limits and the TLS configuration.
+#[derive(Clone, Debug)]
+pub(super) struct ConnCtx {
+    ctl: Arc<Ctl>,
+    counters: Arc<ConnCounters>,
+    done_tx: mpsc::Sender<u64>,
+    max_inflight: usize,
+    max_inflight_bytes: usize,
+    /// TLS for TCP connections (`None`: plaintext).
+    pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// The NBD limits (for the session before TLS).
+    pub limits: SessionLimits,
+}
+
+/// A connection handed to [`spawn_connection`].
+#[derive(Debug)]
+pub(super) struct NewConn {
+    /// Its id.
+    pub id: u64,
+    /// Its socket (for TLS: the plaintext end of the pump's socket pair).
+    pub conn: Conn,
+    /// Set once the client chose an export.
+    pub negotiated: Arc<AtomicBool>,
+    /// The session that started TLS, if it did.
+    pub before_tls: Option<Session>,
+    /// Report the end on the accept loop's channel (not for TLS: its pump thread does).
+    pub report_end: bool,
+}
+
+/// Starts a connection's writer thread and hands the connection to the owner; the writer's
+/// handle.
+pub(super) fn spawn_connection(n: NewConn, ctx: &ConnCtx) -> io::Result<JoinHandle<()>> {
+    let NewConn {
         id,
         conn,
-        config.max_inflight_per_connection,
-        config.max_inflight_bytes_per_connection,
-        Some(Arc::clone(ctl)),
-    ));
+        negotiated,
+        before_tls,
+        report_end,
+    } = n;
+    let reader = conn.try_clone()?;
+    let mut outbox = Outbox::new(
+        id,
+        conn,
+        ctx.max_inflight,
+        ctx.max_inflight_bytes,
+        Some(Arc::clone(&ctx.ctl)),
+    );
+    outbox.negotiated = negotiated;
+    let outbox = Arc::new(outbox);
     let writer_outbox = Arc::clone(&outbox);
-    let done_tx = done_tx.clone();
-    let thread_counters = Arc::clone(counters);
+    let done_tx = report_end.then(|| ctx.done_tx.clone());
+    let thread_counters = Arc::clone(&ctx.counters);
     let thread = thread::Builder::new()
         .name(format!("nbd-write-{id}"))
         .spawn(move || {
             writer_main(&writer_outbox);
             thread_counters.active.fetch_sub(1, Ordering::Relaxed);
-            let _ = done_tx.send(id);
+            if let Some(tx) = done_tx {
+                let _ = tx.send(id);
+            }
         })?;
-    counters.active.fetch_add(1, Ordering::Relaxed);
-    counters.total.fetch_add(1, Ordering::Relaxed);
-    if !ctl.post(OwnerMsg::Conn(id, reader, Arc::clone(&outbox))) {
+    ctx.counters.active.fetch_add(1, Ordering::Relaxed);
+    ctx.counters.total.fetch_add(1, Ordering::Relaxed);
+    if !ctx
+        .ctl
+        .post(OwnerMsg::Conn(id, reader, Arc::clone(&outbox), before_tls))
+    {
         // The owner has stopped: let the writer finish at once.
         outbox.reader_done();
     }
+    Ok(thread)
+}
+
+/// Starts connection `id`: over TLS (a pump thread that does the STARTTLS negotiation and
+/// then carries the plaintext to the owner, [`super::tls`]) for TCP when TLS is configured,
+/// else directly.
+fn start_connection(id: u64, conn: Conn, ctx: &ConnCtx) -> io::Result<ConnEntry> {
+    let handle = conn.try_clone()?;
+    let negotiated: Arc<AtomicBool> = Arc::default();
+    let thread = match (&conn, &ctx.tls) {
+        (Conn::Tcp(_), Some(_)) => {
+            let (c, n) = (ctx.clone(), Arc::clone(&negotiated));
+            let Conn::Tcp(tcp) = conn else {
+                return Err(io::Error::other("not TCP"));
+            };
+            thread::Builder::new()
+                .name(format!("nbd-tls-{id}"))
+                .spawn(move || super::tls::pump_main(id, &tcp, &c, n))?
+        }
+        _ => spawn_connection(
+            NewConn {
+                id,
+                conn,
+                negotiated: Arc::clone(&negotiated),
+                before_tls: None,
+                report_end: true,
+            },
+            ctx,
+        )?,
+    };
     Ok(ConnEntry {
         conn: handle,
         thread,
-        negotiated: Arc::clone(&outbox.negotiated),
+        negotiated,
         since: Instant::now(),
     })
+}
+
+impl ConnCtx {
+    /// Tells the accept loop that connection `id` ended (TLS pump threads, at their end).
+    pub(super) fn report_end(&self, id: u64) {
+        let _ = self.done_tx.send(id);
+    }
 }
 
 /// Longest control-channel request, in bytes.
@@ -1360,13 +1455,17 @@ impl Owner {
         }
         loop {
             match self.rx.try_recv() {
-                Ok(OwnerMsg::Conn(id, reader, outbox)) => {
+                Ok(OwnerMsg::Conn(id, reader, outbox, before_tls)) => {
                     if let Err(e) = self.epoll.add(reader.raw_fd(), id) {
                         log::warn!("nbd: connection {id}: cannot watch the socket: {e}");
                         outbox.reader_done();
                         continue;
                     }
-                    let session = Session::new(Arc::clone(&self.exports), self.cfg.limits);
+                    let exports = Arc::clone(&self.exports);
+                    let session = match before_tls {
+                        Some(s) => s.after_tls(exports),
+                        None => Session::new(exports, self.cfg.limits),
+                    };
                     self.conns.insert(
                         id,
                         Live {
@@ -1459,6 +1558,8 @@ fn turn<B: Backend>(
                 }
             }
             Some(Action::Close(reason)) => return Turn::Over(Some(reason)),
+            // TLS starts before the owner sees a connection (super::tls); never here.
+            Some(Action::StartTls) => return Turn::Over(None),
             None if read => return Turn::Waiting,
             None => {
                 read = true;

@@ -124,6 +124,11 @@ impl Served {
         }
     }
 
+    /// The server's log so far.
+    pub fn log(&self) -> &str {
+        &self.seen
+    }
+
     /// The server's process id.
     pub fn pid(&self) -> u32 {
         self.child.id()
