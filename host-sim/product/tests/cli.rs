@@ -250,3 +250,37 @@ fn a_pool_recorded_with_a_device_model_is_served_as_plain_files() {
     assert_eq!(v["model"], "hdd10k");
     assert_eq!(v["luns"][1]["logical_bytes"], 64 << 10);
 }
+
+/// `create --compression off` makes a pool that stores extents as they are (compression is
+/// fixed at creation); the default compresses.
+#[test]
+fn compression_is_chosen_at_create() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (mode, compressed) in [("off", false), ("on", true)] {
+        let dir = tmp.path().join(mode);
+        let d = dir.to_str().unwrap();
+        ok(&[
+            "create",
+            "--dir",
+            d,
+            "--level",
+            "raid5",
+            "--disks",
+            "3",
+            "--disk-size",
+            "64M",
+            "--compression",
+            mode,
+        ]);
+        let sock = tmp.path().join(format!("{mode}.sock"));
+        let server = serve(d, &sock);
+        qemu_io(&sock, "lun0", &["write -P 0x42 0 1M"]);
+        stop(server);
+        let ratio = status(d)["compression_ratio"].as_f64().unwrap();
+        assert_eq!(
+            ratio > 1.5,
+            compressed,
+            "--compression {mode}: ratio {ratio}"
+        );
+    }
+}

@@ -330,6 +330,11 @@ fn unflushed_writes_reach_the_members_after_the_destage_delay() {
     assert!(!exit.success(), "killed:\n{log}");
     drop(c);
     let server = Served::start(RAIDCORE, d, &sock, &[]);
+    assert!(
+        server.log().contains("was not shut down cleanly"),
+        "import says what it recovered:\n{}",
+        server.log()
+    );
     for i in 0..8u64 {
         qemu_io(
             &sock,
@@ -355,4 +360,36 @@ fn usage_errors_have_their_own_exit_status() {
     let e: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(e["error"]["kind"], "failed", "{out}");
     let _ = pattern(1, 1);
+}
+
+/// `serve` tells systemd it is ready once it listens (`NOTIFY_SOCKET`, `Type=notify`), and
+/// `raidcore completions` and `raidcore man` come from the command definitions.
+#[test]
+fn serve_notifies_systemd_and_the_command_documents_itself() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = create(tmp.path(), "raid5", "3", "0");
+    let notify = tmp.path().join("notify");
+    let listener = std::os::unix::net::UnixDatagram::bind(&notify).unwrap();
+    listener.set_read_timeout(Some(support::GUARD)).unwrap();
+    let server = Served::start_with_env(
+        RAIDCORE,
+        dir.to_str().unwrap(),
+        &tmp.path().join("nbd.sock"),
+        &[],
+        "info",
+        &[("NOTIFY_SOCKET", notify.to_str().unwrap())],
+    );
+    let mut buf = [0u8; 64];
+    let n = listener.recv(&mut buf).unwrap();
+    assert_eq!(&buf[..n], b"READY=1");
+    stop(server);
+    let n = listener.recv(&mut buf).unwrap();
+    assert_eq!(&buf[..n], b"STOPPING=1");
+    let bash = ok(&["completions", "bash"]);
+    assert!(
+        bash.contains("raidcore") && bash.contains("scrub"),
+        "{bash}"
+    );
+    let man = ok(&["man"]);
+    assert!(man.contains(".TH raidcore 1"), "{man}");
 }

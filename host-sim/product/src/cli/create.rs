@@ -43,7 +43,7 @@ pub struct CreateArgs {
     pub block_size: usize,
     /// LZ4-compress extents (kept only where it saves at least 12.5 %): `on` or `off`. Fixed
     /// when the pool is made.
-    #[arg(long, value_parser = on_off, default_value = "on")]
+    #[arg(long, value_parser = on_off, default_value = "on", action = clap::ArgAction::Set)]
     pub compression: bool,
     /// Replace a pool that is there already.
     #[arg(long)]

@@ -34,7 +34,7 @@ pub mod values;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 pub use console::{Console, Failure};
 
@@ -76,6 +76,13 @@ pub enum Command {
     Clear(simple::PoolArgs),
     /// Resume a suspended pool once the cause is fixed.
     Resume(simple::PoolArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell) on stdout.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff, for `man -l -`) on stdout.
+    Man,
 }
 
 /// How `raidcore` speaks: its name on every message.
@@ -130,5 +137,19 @@ pub fn run(cmd: Command, con: Console) -> Result<(), Failure> {
         Command::Events(a) => simple::events::<FileMembers>(&a, files, con),
         Command::Clear(a) => simple::clear::<FileMembers>(&a, files, con),
         Command::Resume(a) => simple::resume::<FileMembers>(&a, files, con),
+        Command::Completions { shell } => {
+            let mut out = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "raidcore", &mut out);
+            con.print(&String::from_utf8_lossy(&out));
+            Ok(())
+        }
+        Command::Man => {
+            let mut out = Vec::new();
+            clap_mangen::Man::new(Cli::command())
+                .render(&mut out)
+                .map_err(|e| Failure::Error(e.to_string()))?;
+            con.print(&String::from_utf8_lossy(&out));
+            Ok(())
+        }
     }
 }

@@ -170,6 +170,7 @@ impl<M: Members> PoolDir<M> {
     /// new event lines to the event log. Never fails: a log that cannot be written is said
     /// once and kept in memory until it can.
     pub fn observe(&mut self) {
+        self.reconcile_spares();
         let first = self.pool.events().iter().next().map(|(s, _)| *s);
         if let Some(first) = first
             && first > self.watch.next_seq

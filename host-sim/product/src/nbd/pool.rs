@@ -87,7 +87,6 @@ impl<M: Members> ServedPool for PoolDir<M> {
     }
 
     fn observe(&mut self) {
-        self.reconcile_spares();
         PoolDir::observe(self);
     }
 

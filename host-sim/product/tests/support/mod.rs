@@ -66,9 +66,22 @@ impl Served {
 
     /// [`Served::start`] with log level `level` (`debug` shows each destage).
     pub fn start_logging(bin: &str, dir: &str, sock: &Path, extra: &[&str], level: &str) -> Self {
+        Self::start_with_env(bin, dir, sock, extra, level, &[])
+    }
+
+    /// [`Served::start_logging`] with environment variables `env` set for the server.
+    pub fn start_with_env(
+        bin: &str,
+        dir: &str,
+        sock: &Path,
+        extra: &[&str],
+        level: &str,
+        env: &[(&str, &str)],
+    ) -> Self {
         let mut child = Command::new(bin)
             .args(["serve", "--dir", dir, "--unix", sock.to_str().unwrap()])
             .args(extra)
+            .envs(env.iter().copied())
             .env("RAIDCORE_LOG", level)
             .env("RAIDCORE_SIM_LOG", level)
             .stdout(Stdio::null())
