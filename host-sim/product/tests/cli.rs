@@ -3,32 +3,21 @@
 //! replace, scrub; a pool recorded with a device model is served as plain files. (Commands on
 //! a served pool: tests/live.rs.)
 
+#[path = "support/raidcore.rs"]
+mod rc;
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
+use rc::{RAIDCORE, json, ok, qemu_io, raidcore, stop};
 use serde_json::Value;
 use support::{Served, pattern, run_ok, tool};
 
-/// The `raidcore` binary.
-const RAIDCORE: &str = env!("CARGO_BIN_EXE_raidcore");
-
-fn raidcore(args: &[&str]) -> Output {
-    Command::new(RAIDCORE)
-        .args(args)
-        .output()
-        .expect("run raidcore")
-}
-
-/// Runs raidcore expecting success; returns its stdout.
-fn ok(args: &[&str]) -> String {
-    String::from_utf8(run_ok(Command::new(RAIDCORE).args(args)).stdout).unwrap()
-}
-
-fn json(args: &[&str]) -> Value {
-    let out = ok(args);
-    serde_json::from_str(&out).unwrap_or_else(|e| panic!("raidcore {args:?}: {e}: {out}"))
+/// A pool of `disks` members and `spares` hot spares of 64 MiB, two LUNs of 4 MiB, in
+/// `tmp/pool`; returns the directory.
+fn create(tmp: &Path, level: &str, disks: &str, spares: &str) -> PathBuf {
+    rc::create(tmp, level, disks, spares, "64M", "4M")
 }
 
 fn status(dir: &str) -> Value {
@@ -40,52 +29,9 @@ fn run(cmd: &mut Command) -> String {
     String::from_utf8_lossy(&run_ok(cmd).stdout).into_owned()
 }
 
-/// `qemu-io` commands (`-c …` each) on export `lun` of the server at `sock`; exits non-zero
-/// if a `read -P` finds another pattern.
-fn qemu_io(sock: &Path, lun: &str, cmds: &[&str]) -> String {
-    let mut c = tool("qemu-io", "qemu-utils");
-    c.args(["-f", "raw"])
-        .arg(format!("nbd+unix:///{lun}?socket={}", sock.display()));
-    for cmd in cmds {
-        c.args(["-c", cmd]);
-    }
-    run(&mut c)
-}
-
 /// `raidcore serve --dir DIR --unix SOCK`, listening.
 fn serve(dir: &str, sock: &Path) -> Served {
     Served::start(RAIDCORE, dir, sock, &[])
-}
-
-/// Stops a server with SIGTERM; its exit status must be 0 (a clean stop: flush, checkpoint).
-fn stop(server: Served) -> String {
-    let (exit, log) = server.signal(libc::SIGTERM);
-    assert!(exit.success(), "serve exited with {exit}:\n{log}");
-    log
-}
-
-/// A pool of `disks` members and `spares` hot spares of 64 MiB, two LUNs of 4 MiB, in
-/// `tmp/pool`; returns the directory.
-fn create(tmp: &Path, level: &str, disks: &str, spares: &str) -> PathBuf {
-    let dir = tmp.join("pool");
-    ok(&[
-        "create",
-        "--dir",
-        dir.to_str().unwrap(),
-        "--level",
-        level,
-        "--disks",
-        disks,
-        "--spares",
-        spares,
-        "--disk-size",
-        "64M",
-        "--luns",
-        "2",
-        "--lun-size",
-        "4M",
-    ]);
-    dir
 }
 
 fn states(v: &Value) -> Vec<&str> {

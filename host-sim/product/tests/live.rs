@@ -3,31 +3,19 @@
 //! scrub finish, buffered writes reach the members after the destage delay); counters and
 //! scan records survive restarts until `clear`; exit codes and JSON errors.
 
+#[path = "support/raidcore.rs"]
+mod rc;
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
+use rc::{RAIDCORE, json, ok, qemu_io, raidcore, stop};
 use serde_json::Value;
 use support::{RawNbd, Served, pattern, run_ok, tool};
 
-/// The `raidcore` binary.
-const RAIDCORE: &str = env!("CARGO_BIN_EXE_raidcore");
-
-fn raidcore(args: &[&str]) -> Output {
-    Command::new(RAIDCORE)
-        .args(args)
-        .output()
-        .expect("run raidcore")
-}
-
-fn ok(args: &[&str]) -> String {
-    String::from_utf8(run_ok(Command::new(RAIDCORE).args(args)).stdout).unwrap()
-}
-
-fn json(args: &[&str]) -> Value {
-    let out = ok(args);
-    serde_json::from_str(&out).unwrap_or_else(|e| panic!("raidcore {args:?}: {e}: {out}"))
+/// A pool of 64 MiB disks with two LUNs of 8 MiB in `tmp/pool`.
+fn create(tmp: &Path, level: &str, disks: &str, spares: &str) -> PathBuf {
+    rc::create(tmp, level, disks, spares, "64M", "8M")
 }
 
 /// Runs raidcore expecting exit status `code`; returns stdout and stderr.
@@ -43,44 +31,6 @@ fn exits(code: i32, args: &[&str]) -> (String, String) {
         "raidcore {args:?}:\n{out}\n{err}"
     );
     (out, err)
-}
-
-fn qemu_io(sock: &Path, lun: &str, cmds: &[&str]) -> String {
-    let mut c = tool("qemu-io", "qemu-utils");
-    c.args(["-f", "raw"])
-        .arg(format!("nbd+unix:///{lun}?socket={}", sock.display()));
-    for cmd in cmds {
-        c.args(["-c", cmd]);
-    }
-    String::from_utf8_lossy(&run_ok(&mut c).stdout).into_owned()
-}
-
-fn create(tmp: &Path, level: &str, disks: &str, spares: &str) -> PathBuf {
-    let dir = tmp.join("pool");
-    ok(&[
-        "create",
-        "--dir",
-        dir.to_str().unwrap(),
-        "--level",
-        level,
-        "--disks",
-        disks,
-        "--spares",
-        spares,
-        "--disk-size",
-        "64M",
-        "--luns",
-        "2",
-        "--lun-size",
-        "8M",
-    ]);
-    dir
-}
-
-fn stop(server: Served) -> String {
-    let (exit, log) = server.signal(libc::SIGTERM);
-    assert!(exit.success(), "serve exited with {exit}:\n{log}");
-    log
 }
 
 fn states(v: &Value) -> Vec<String> {

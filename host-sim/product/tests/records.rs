@@ -2,28 +2,22 @@
 //! (every file byte-identical, on a read-only bind mount too) and names what is missing; error
 //! counters and scan records survive restarts until `clear`.
 
+#[path = "support/raidcore.rs"]
+mod rc;
 mod support;
 
 use std::collections::BTreeMap;
 use std::hash::{DefaultHasher, Hasher};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
+use rc::{RAIDCORE, ok, qemu_io, raidcore};
 use serde_json::Value;
 use support::{Served, run_ok, tool};
 
-/// The `raidcore` binary.
-const RAIDCORE: &str = env!("CARGO_BIN_EXE_raidcore");
-
-fn raidcore(args: &[&str]) -> Output {
-    Command::new(RAIDCORE)
-        .args(args)
-        .output()
-        .expect("run raidcore")
-}
-
-fn ok(args: &[&str]) -> String {
-    String::from_utf8(run_ok(Command::new(RAIDCORE).args(args)).stdout).unwrap()
+/// A RAID-6 pool of five 32 MiB members and a spare, two LUNs of 4 MiB, in `tmp/pool`.
+fn create(tmp: &Path) -> PathBuf {
+    rc::create(tmp, "raid6", "5", "1", "32M", "4M")
 }
 
 /// `status --json` of `dir`, expecting exit status `code`.
@@ -36,16 +30,6 @@ fn status(dir: &str, code: i32) -> Value {
         String::from_utf8_lossy(&o.stderr)
     );
     serde_json::from_slice(&o.stdout).unwrap()
-}
-
-fn qemu_io(sock: &Path, lun: &str, cmds: &[&str]) {
-    let mut c = tool("qemu-io", "qemu-utils");
-    c.args(["-f", "raw"])
-        .arg(format!("nbd+unix:///{lun}?socket={}", sock.display()));
-    for cmd in cmds {
-        c.args(["-c", cmd]);
-    }
-    run_ok(&mut c);
 }
 
 /// Every file of `dir` (names, sizes, modification times, contents' hashes).
@@ -65,28 +49,6 @@ fn snapshot(dir: &Path) -> BTreeMap<String, (u64, std::time::SystemTime, u64)> {
             )
         })
         .collect()
-}
-
-fn create(tmp: &Path) -> PathBuf {
-    let dir = tmp.join("pool");
-    ok(&[
-        "create",
-        "--dir",
-        dir.to_str().unwrap(),
-        "--level",
-        "raid6",
-        "--disks",
-        "5",
-        "--spares",
-        "1",
-        "--disk-size",
-        "32M",
-        "--luns",
-        "2",
-        "--lun-size",
-        "4M",
-    ]);
-    dir
 }
 
 /// A read-only bind mount of `src` at `at`, unmounted when dropped.

@@ -4,20 +4,20 @@
 //! refused; 200 idle connections do not lock a client out; plaintext TCP only with
 //! `--insecure`.
 
+#[path = "support/raidcore.rs"]
+mod rc;
 mod support;
 
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use rc::{RAIDCORE, stop};
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
     KeyUsagePurpose,
 };
 use support::{Served, run_ok, tool};
-
-/// The `raidcore` binary.
-const RAIDCORE: &str = env!("CARGO_BIN_EXE_raidcore");
 
 /// A CA: its certificate (PEM) and what signs with it.
 fn ca(name: &str) -> (String, Issuer<'static, KeyPair>) {
@@ -163,12 +163,6 @@ fn qemu_io_tls(port: u16, certs: &Path, cmds: &[&str]) -> std::process::Output {
         c.args(["-c", cmd]);
     }
     c.output().unwrap()
-}
-
-fn stop(server: Served) -> String {
-    let (exit, log) = server.signal(libc::SIGTERM);
-    assert!(exit.success(), "serve exited with {exit}:\n{log}");
-    log
 }
 
 #[test]
