@@ -227,6 +227,7 @@ pub struct BenchArgs {
 /// How `raidcore-sim` speaks: its name on every message.
 pub const RAIDCORE_SIM: Console = Console {
     name: "raidcore-sim",
+    scripted: false,
 };
 
 /// Parses the command line and runs it; the exit status to return.
@@ -265,7 +266,7 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
             };
             pool_cli::create::run::<SimMembers>(&a.pool, &hw, con)
         }
-        Cmd::Status(a) => pool_cli::status::run::<SimMembers>(&a, &pool_hw(), con),
+        Cmd::Status(a) => pool_cli::status::run::<SimMembers>(&a, &&pool_hw(), con),
         Cmd::Fail(a) => pool_cli::fail::run::<SimMembers>(&a, &pool_hw(), con),
         Cmd::Replace(a) => pool_cli::replace::run::<SimMembers>(&a, &pool_hw(), con),
         Cmd::Scrub(a) => pool_cli::scrub::run::<SimMembers>(&a, &pool_hw(), con),

@@ -480,6 +480,8 @@ fn create_force_replaces_the_old_pool_whole() {
             "disk0.img",
             "disk1.img",
             "disk2.img",
+            "raidcore-events.log",
+            "raidcore-records.json",
             "raidcore-sim.json"
         ]
     );

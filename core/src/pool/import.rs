@@ -25,14 +25,14 @@ use crate::raid::{Array, DiskState};
 type Found<D> = (D, Option<Superblock>);
 
 /// The disks placed by [`assemble`].
-struct Assembled<D, const N: usize> {
+pub(super) struct Assembled<D, const N: usize> {
     newest: Superblock,
     slots: Vec<Option<D>, 32>,
     spares: Vec<Spare<D>, N>,
 }
 
 /// Reads every disk's superblock; disks without one are refused (and reported).
-fn discover<D: BlockDevice, const N: usize>(
+pub(super) fn discover<D: BlockDevice, const N: usize>(
     disks: impl IntoIterator<Item = D>,
     report: &mut ImportReport,
 ) -> Result<Vec<Found<D>, N>, OpenError> {
@@ -92,7 +92,7 @@ fn names_itself_failed(sb: &Superblock) -> bool {
 }
 
 /// Places each disk by the newest configuration (see the module docs).
-fn assemble<D: BlockDevice, const N: usize>(
+pub(super) fn assemble<D: BlockDevice, const N: usize>(
     found: Vec<Found<D>, N>,
     report: &mut ImportReport,
 ) -> Result<Assembled<D, N>, OpenError> {
@@ -188,7 +188,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
     }
 
     /// The pool of the assembled members, nothing read yet.
-    fn from_members(
+    pub(super) fn from_members(
         a: Assembled<D, N>,
         opts: &ImportOptions,
         report: &mut ImportReport,

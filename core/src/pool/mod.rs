@@ -26,6 +26,7 @@ mod checkpoint;
 mod cleaner;
 mod import;
 mod membership;
+mod peek;
 mod rebuild;
 mod scrub;
 mod status;
@@ -57,6 +58,7 @@ use scrub::Scrub;
 pub use crate::error::IoError;
 pub use crate::format::{BadRange, Counters, FormatError, LUN_BLOCK, MemberRecord, Role};
 pub use crate::volume::luns::LunError;
+pub use peek::Peek;
 pub use status::{DiskStatus, Health, MaintenanceReport, Status};
 
 /// Settings of a pool. The first group is fixed at creation (recorded in the superblocks); the

@@ -11,6 +11,8 @@
 //!   description file, the lock, create, open (import), which image is what, fail and replace;
 //!   generic over how an image becomes a member ([`dir::Members`]; [`dir::FileMembers`] here).
 //! - [`status`]: what `status` reports, as text or JSON.
+//! - [`ops`]: what each pool command does to an open pool, and [`control`]: the server's
+//!   control channel, through which commands reach a served pool.
 //! - [`nbd`]: the NBD server (protocol, sessions, sockets and threads, statistics) over any
 //!   [`nbd::Backend`], and [`nbd::PoolBackend`], which serves a pool's LUNs.
 //! - [`cli`]: the `raidcore` command (create, status, serve, fail, replace, scrub), whose
@@ -18,8 +20,10 @@
 //! - [`units`]: sizes with binary suffixes.
 
 pub mod cli;
+pub mod control;
 pub mod dir;
 pub mod disk;
 pub mod nbd;
+pub mod ops;
 pub mod status;
 pub mod units;

@@ -1,34 +1,23 @@
 //! The `raidcore` command on a pool directory, run as a binary: create, status (text and
 //! JSON), serve to real NBD clients (qemu-io, nbdcopy, nbdinfo) and stop on SIGTERM, fail,
-//! replace, scrub; a pool recorded with a device model is served as plain files; a served pool
-//! refuses a second opener.
+//! replace, scrub; a pool recorded with a device model is served as plain files. (Commands on
+//! a served pool: tests/live.rs.)
 
+#[path = "support/raidcore.rs"]
+mod rc;
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
+use rc::{RAIDCORE, json, ok, qemu_io, raidcore, stop};
 use serde_json::Value;
 use support::{Served, pattern, run_ok, tool};
 
-/// The `raidcore` binary.
-const RAIDCORE: &str = env!("CARGO_BIN_EXE_raidcore");
-
-fn raidcore(args: &[&str]) -> Output {
-    Command::new(RAIDCORE)
-        .args(args)
-        .output()
-        .expect("run raidcore")
-}
-
-/// Runs raidcore expecting success; returns its stdout.
-fn ok(args: &[&str]) -> String {
-    String::from_utf8(run_ok(Command::new(RAIDCORE).args(args)).stdout).unwrap()
-}
-
-fn json(args: &[&str]) -> Value {
-    let out = ok(args);
-    serde_json::from_str(&out).unwrap_or_else(|e| panic!("raidcore {args:?}: {e}: {out}"))
+/// A pool of `disks` members and `spares` hot spares of 64 MiB, two LUNs of 4 MiB, in
+/// `tmp/pool`; returns the directory.
+fn create(tmp: &Path, level: &str, disks: &str, spares: &str) -> PathBuf {
+    rc::create(tmp, level, disks, spares, "64M", "4M")
 }
 
 fn status(dir: &str) -> Value {
@@ -40,52 +29,9 @@ fn run(cmd: &mut Command) -> String {
     String::from_utf8_lossy(&run_ok(cmd).stdout).into_owned()
 }
 
-/// `qemu-io` commands (`-c …` each) on export `lun` of the server at `sock`; exits non-zero
-/// if a `read -P` finds another pattern.
-fn qemu_io(sock: &Path, lun: &str, cmds: &[&str]) -> String {
-    let mut c = tool("qemu-io", "qemu-utils");
-    c.args(["-f", "raw"])
-        .arg(format!("nbd+unix:///{lun}?socket={}", sock.display()));
-    for cmd in cmds {
-        c.args(["-c", cmd]);
-    }
-    run(&mut c)
-}
-
 /// `raidcore serve --dir DIR --unix SOCK`, listening.
 fn serve(dir: &str, sock: &Path) -> Served {
     Served::start(RAIDCORE, dir, sock, &[])
-}
-
-/// Stops a server with SIGTERM; its exit status must be 0 (a clean stop: flush, checkpoint).
-fn stop(server: Served) -> String {
-    let (exit, log) = server.signal(libc::SIGTERM);
-    assert!(exit.success(), "serve exited with {exit}:\n{log}");
-    log
-}
-
-/// A pool of `disks` members and `spares` hot spares of 64 MiB, two LUNs of 4 MiB, in
-/// `tmp/pool`; returns the directory.
-fn create(tmp: &Path, level: &str, disks: &str, spares: &str) -> PathBuf {
-    let dir = tmp.join("pool");
-    ok(&[
-        "create",
-        "--dir",
-        dir.to_str().unwrap(),
-        "--level",
-        level,
-        "--disks",
-        disks,
-        "--spares",
-        spares,
-        "--disk-size",
-        "64M",
-        "--luns",
-        "2",
-        "--lun-size",
-        "4M",
-    ]);
-    dir
 }
 
 fn states(v: &Value) -> Vec<&str> {
@@ -139,9 +85,9 @@ fn create_prints_the_status_and_status_reads_it_back() {
     let text = ok(&["status", "--dir", d]);
     assert!(text.contains("state: ONLINE"), "{text}");
     assert!(text.contains("lun2"), "{text}");
-    // A second create without --force changes nothing and says why (exit status 2).
+    // A second create without --force changes nothing and says why (exit status 4: refused).
     let o = raidcore(&args);
-    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(o.status.code(), Some(4));
     assert!(String::from_utf8_lossy(&o.stderr).contains("--force"));
 }
 
@@ -251,28 +197,36 @@ fn a_pool_recorded_with_a_device_model_is_served_as_plain_files() {
     assert_eq!(v["luns"][1]["logical_bytes"], 64 << 10);
 }
 
-/// While `raidcore serve` has the pool open, every other command that would open it is
-/// refused (exit status 2, "is locked") and the server keeps serving.
+/// `create --compression off` makes a pool that stores extents as they are (compression is
+/// fixed at creation); the default compresses.
 #[test]
-fn a_served_pool_refuses_a_second_opener() {
+fn compression_is_chosen_at_create() {
     let tmp = tempfile::tempdir().unwrap();
-    let dir = create(tmp.path(), "raid5", "3", "0");
-    let d = dir.to_str().unwrap();
-    let sock = tmp.path().join("nbd.sock");
-    let other = tmp.path().join("other.sock");
-    let server = serve(d, &sock);
-    for args in [
-        vec!["status", "--dir", d],
-        vec!["scrub", "--dir", d],
-        vec!["fail", "--dir", d, "--disk", "0"],
-        vec!["serve", "--dir", d, "--unix", other.to_str().unwrap()],
-    ] {
-        let o = raidcore(&args);
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
-        assert!(err.contains("is locked"), "{args:?}: {err}");
+    for (mode, compressed) in [("off", false), ("on", true)] {
+        let dir = tmp.path().join(mode);
+        let d = dir.to_str().unwrap();
+        ok(&[
+            "create",
+            "--dir",
+            d,
+            "--level",
+            "raid5",
+            "--disks",
+            "3",
+            "--disk-size",
+            "64M",
+            "--compression",
+            mode,
+        ]);
+        let sock = tmp.path().join(format!("{mode}.sock"));
+        let server = serve(d, &sock);
+        qemu_io(&sock, "lun0", &["write -P 0x42 0 1M"]);
+        stop(server);
+        let ratio = status(d)["compression_ratio"].as_f64().unwrap();
+        assert_eq!(
+            ratio > 1.5,
+            compressed,
+            "--compression {mode}: ratio {ratio}"
+        );
     }
-    qemu_io(&sock, "lun0", &["write -P 1 0 4k", "read -P 1 0 4k"]);
-    stop(server);
-    assert_eq!(status(d)["health"], "online");
 }

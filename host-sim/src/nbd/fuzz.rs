@@ -39,6 +39,8 @@ pub fn run_in_memory<'a, B: Backend + ?Sized>(
                         .extend_from_slice(&exec::execute(backend, &exports, req).reply);
                 }
                 Action::Close(reason) => t.close = Some(reason),
+                // Sessions here never require TLS.
+                Action::StartTls => {}
             }
         }
     };

@@ -1,35 +1,247 @@
-//! What the pool commands share: opening a pool with the default policy, printing its status,
-//! running its rebuild or scrub with a progress bar.
+//! What the pool commands share: reaching the pool (through the server that holds it, or by
+//! opening it), waiting for a rebuild or scrub with a progress bar, and printing the answer
+//! the same way either way.
 
 use std::path::Path;
+use std::time::Duration;
 
 use raidcore::pool::PoolConfig;
 
 use super::console::{Console, Failure, bar};
-use crate::dir::{Members, PoolDir};
+use crate::control::client::Client;
+use crate::control::{ErrorKind, Reply, Request};
+use crate::dir::records::Severity;
+use crate::dir::{DirError, Members, PoolDir};
+use crate::ops;
+use crate::status::DirStatus;
+
+/// What a command waits for after its request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wait {
+    /// Return at once.
+    No,
+    /// Until no rebuild is in progress.
+    Rebuild,
+    /// Until no scrub is in progress.
+    Scrub,
+}
+
+impl Wait {
+    fn label(self) -> &'static str {
+        match self {
+            Wait::Rebuild => "rebuild",
+            Wait::Scrub | Wait::No => "scrub",
+        }
+    }
+
+    /// Progress `(done, total)` of what is waited for, `None` once it is over.
+    fn progress(self, st: &DirStatus) -> Option<(u64, u64)> {
+        let p = match self {
+            Wait::No => None,
+            Wait::Rebuild => st.rebuild,
+            Wait::Scrub => st.scrub,
+        }?;
+        Some((p.done, p.total))
+    }
+}
+
+/// `e` as the failure of a command (its kind decides the exit status).
+#[must_use]
+pub fn dir_failure(e: &DirError) -> Failure {
+    reply_failure(&ops::error_reply(e))
+}
+
+/// The failure a failed reply stands for.
+#[must_use]
+pub fn reply_failure(r: &Reply) -> Failure {
+    let (kind, m) = r
+        .error
+        .as_ref()
+        .map_or((ErrorKind::Failed, "failed".into()), |e| {
+            (e.kind, e.message.clone())
+        });
+    match kind {
+        ErrorKind::Refused | ErrorKind::Unsupported => Failure::Refused(m),
+        ErrorKind::InUse => Failure::InUse(m),
+        ErrorKind::Usage => Failure::Usage(m),
+        ErrorKind::Failed => Failure::Error(m),
+    }
+}
 
 /// Opens the pool in `dir` with the default run-time policy, `members` making each image a
-/// member, and warns about what import could not rebuild.
+/// member, and says what import recovered and could not.
 pub fn open<M: Members>(
     dir: &Path,
     members: impl Into<M>,
     con: Console,
 ) -> Result<PoolDir<M>, Failure> {
-    let dp = PoolDir::open(dir, PoolConfig::default(), members)?;
-    warn_lost_items(&dp, con);
+    let mut dp = PoolDir::open(dir, PoolConfig::default(), members).map_err(|e| dir_failure(&e))?;
+    report_import(&mut dp, con);
     Ok(dp)
 }
 
-/// Tells the operator when import kept log items that no redundancy could rebuild (more faults
-/// than the level tolerates): their blocks read as errors until rewritten.
-pub fn warn_lost_items<M: Members>(dp: &PoolDir<M>, con: Console) {
-    let lost = dp.import.items_lost;
-    if lost > 0 {
-        con.warn(&format!(
-            "import found {lost} log item(s) written before the last flush that no redundancy \
-             could rebuild; their blocks read as errors until rewritten"
+/// Tells the operator what import did after an unclean shutdown (log items replayed, intent
+/// log records, stripes resynced), and when it kept log items no redundancy could rebuild
+/// (more faults than the level tolerates: their blocks read as errors until rewritten).
+pub fn report_import<M: Members>(dp: &mut PoolDir<M>, con: Console) {
+    let r = dp.import.clone();
+    if r.items_replayed > 0 || r.zil_records > 0 || r.resynced_stripes > 0 {
+        let m = format!(
+            "the pool was not shut down cleanly: import replayed {} log item(s) written after \
+             checkpoint {} and {} intent-log record(s), and resynced {} stripe(s) the crash had \
+             left inconsistent; every flushed write is back",
+            r.items_replayed, r.root_gen, r.zil_records, r.resynced_stripes
+        );
+        con.note(&m);
+        dp.note_event(Severity::Warn, m);
+    }
+    if r.items_lost > 0 {
+        let m = format!(
+            "import found {} log item(s) written before the last flush that no redundancy could \
+             rebuild; their blocks read as errors until rewritten",
+            r.items_lost
+        );
+        con.warn(&m);
+        dp.note_event(Severity::Error, m);
+    }
+}
+
+/// Sends `req` to the server holding the pool in `dir`, or, when none does, opens the pool,
+/// runs it there ([`ops::execute`]) and closes the pool; then waits as `wait` says. The
+/// answer is the same either way.
+pub fn call<M: Members>(
+    dir: &Path,
+    members: impl Into<M>,
+    req: &Request,
+    wait: Wait,
+    con: Console,
+) -> Result<Reply, Failure> {
+    if let Some(mut client) = Client::connect(dir) {
+        let mut reply = client
+            .call(req)
+            .map_err(|e| Failure::Error(e.to_string()))?;
+        if reply.ok && wait != Wait::No {
+            reply.status = Some(wait_served(&mut client, wait)?);
+        }
+        return Ok(reply);
+    }
+    let mut dp = open::<M>(dir, members, con)?;
+    let mut reply = ops::execute(&mut dp, req);
+    if reply.ok && wait != Wait::No {
+        maintain(&mut dp, wait)?;
+        reply.status = Some(dp.status());
+    }
+    if let Err(e) = dp.close() {
+        // What was done stands (and is printed); the close's failure decides the exit status.
+        reply.ok = false;
+        reply.error = ops::error_reply(&e).error;
+    }
+    Ok(reply)
+}
+
+/// Asks the server for the status until `wait` is over, with a progress bar; the last
+/// status.
+fn wait_served(client: &mut Client, wait: Wait) -> Result<DirStatus, Failure> {
+    let pb = bar(1, wait.label());
+    loop {
+        let r = client
+            .call(&Request::Status)
+            .map_err(|e| Failure::Error(e.to_string()))?;
+        let Some(st) = r.status.clone() else {
+            return Err(reply_failure(&r));
+        };
+        let Some((done, total)) = wait.progress(&st) else {
+            pb.finish_and_clear();
+            return Ok(st);
+        };
+        if st.health == "faulted" {
+            pb.finish_and_clear();
+            return Ok(st);
+        }
+        pb.set_length(total.max(1));
+        pb.set_position(done);
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Runs the pool's maintenance until `wait` is over, with a progress bar.
+pub fn maintain<M: Members>(dp: &mut PoolDir<M>, wait: Wait) -> Result<(), Failure> {
+    let pb = bar(1, wait.label());
+    loop {
+        let rep = dp
+            .pool
+            .maintenance()
+            .map_err(|e| Failure::Error(e.to_string()))?;
+        dp.take_spare_for_failed().map_err(|e| dir_failure(&e))?;
+        dp.observe();
+        let st = dp.pool.status();
+        let p = match wait {
+            Wait::Rebuild => st.rebuild.map(|(_, d, t)| (d, t)),
+            Wait::Scrub => st.scrub.map(|(n, t)| (u64::from(n), u64::from(t))),
+            Wait::No => None,
+        };
+        let Some((done, total)) = p else { break };
+        if rep.idle {
+            break;
+        }
+        pb.set_length(total.max(1));
+        pb.set_position(done);
+    }
+    pb.finish_and_clear();
+    Ok(())
+}
+
+/// Prints `reply`: its notes and warnings on stderr, then its status, LUNs or events on
+/// stdout, as text or (`json`) JSON; a failed reply becomes the command's failure (printed as
+/// JSON on stdout too with `json`).
+pub fn present(reply: &Reply, json: bool, con: Console) -> Result<(), Failure> {
+    for n in &reply.notes {
+        con.note(n);
+    }
+    for w in &reply.warnings {
+        con.warn(w);
+    }
+    if !reply.ok && json {
+        con.print(&error_json(reply));
+        return Err(reply_failure(reply));
+    }
+    if let Some(st) = &reply.status {
+        con.print(&if json { st.to_json() } else { st.to_text() });
+    }
+    if reply.ok {
+        Ok(())
+    } else {
+        Err(reply_failure(reply))
+    }
+}
+
+/// A failed reply as the JSON `--json` prints: `{"error": {"kind": …, "message": …}}`.
+#[must_use]
+pub fn error_json(reply: &Reply) -> String {
+    let mut s = serde_json::to_string_pretty(&serde_json::json!({ "error": reply.error }))
+        .unwrap_or_default();
+    s.push('\n');
+    s
+}
+
+/// A failure of a command that was not a reply (bad arguments, no pool), printed as JSON
+/// with `json`, and returned.
+pub fn fail_json(f: Failure, json: bool, con: Console) -> Failure {
+    if json {
+        let (kind, m) = match &f {
+            Failure::Refused(m) => ("refused", m.clone()),
+            Failure::InUse(m) => ("in-use", m.clone()),
+            Failure::Usage(m) => ("usage", m.clone()),
+            Failure::Error(m) | Failure::Verify(m) => ("failed", m.clone()),
+            Failure::Health(_) => return f,
+        };
+        let v = serde_json::json!({"error": {"kind": kind, "message": m}});
+        con.print(&format!(
+            "{}\n",
+            serde_json::to_string_pretty(&v).unwrap_or_default()
         ));
     }
+    f
 }
 
 /// Prints the pool's status on stdout, as text or (`json`) JSON.
@@ -38,13 +250,17 @@ pub fn print_status<M: Members>(dp: &mut PoolDir<M>, json: bool, con: Console) {
     con.print(&if json { st.to_json() } else { st.to_text() });
 }
 
-/// Runs the pool's rebuild or scrub to the end, with a progress bar labelled `what`.
-pub fn maintain<M: Members>(dp: &mut PoolDir<M>, what: &str) -> Result<(), Failure> {
-    let pb = bar(1, what);
-    dp.run_maintenance(|done, total| {
-        pb.set_length(total.max(1));
-        pb.set_position(done);
-    })?;
-    pb.finish_and_clear();
-    Ok(())
+/// [`call`] then [`present`]: the whole of a pool command that prints its answer; the reply,
+/// for commands that look further at it.
+pub fn request<M: Members>(
+    dir: &Path,
+    members: impl Into<M>,
+    req: &Request,
+    wait: Wait,
+    json: bool,
+    con: Console,
+) -> Result<Reply, Failure> {
+    let reply = call::<M>(dir, members, req, wait, con).map_err(|f| fail_json(f, json, con))?;
+    present(&reply, json, con)?;
+    Ok(reply)
 }

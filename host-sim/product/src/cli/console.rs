@@ -7,13 +7,44 @@ use std::process::ExitCode;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-/// A usage or setup error (exit status 2), or a verification failure (exit status 1).
+/// Why a command did not succeed, which decides its exit status (see [`Console::exit`]).
 #[derive(Debug)]
 pub enum Failure {
-    /// Exit 2 with this message.
+    /// An I/O error, or the pool could not be opened or created.
     Error(String),
-    /// Exit 1 with this message (the result was printed).
+    /// The work was done but found damage it could not repair (the result was printed).
     Verify(String),
+    /// The request does not fit the pool, or this build cannot do it yet; nothing changed.
+    Refused(String),
+    /// Another process has the pool open.
+    InUse(String),
+    /// Bad arguments.
+    Usage(String),
+    /// `status` of a pool that is not online: 1 degraded, 2 faulted or suspended (the status
+    /// was printed; no message).
+    Health(u8),
+}
+
+/// The exit statuses of `raidcore` (a [`Console`] with `scripted` exit codes), for scripts
+/// (as `mdadm --detail --test`).
+pub mod exit {
+    /// Success (`status`: the pool is online).
+    pub const OK: u8 = 0;
+    /// `status`: the pool is degraded.
+    pub const DEGRADED: u8 = 1;
+    /// `status`: the pool is faulted or suspended.
+    pub const FAULTED: u8 = 2;
+    /// A scrub left damage it could not repair.
+    pub const DATA_ERRORS: u8 = 3;
+    /// Refused: the request does not fit the pool, or this build cannot do it yet; nothing
+    /// was changed.
+    pub const REFUSED: u8 = 4;
+    /// Another process (a command still running) has the pool open.
+    pub const IN_USE: u8 = 5;
+    /// An I/O error, or the pool could not be opened or created.
+    pub const FAILED: u8 = 6;
+    /// Bad arguments (clap's usage errors included).
+    pub const USAGE: u8 = 64;
 }
 
 impl<E: std::fmt::Display> From<E> for Failure {
@@ -28,6 +59,9 @@ impl<E: std::fmt::Display> From<E> for Failure {
 pub struct Console {
     /// The program's name.
     pub name: &'static str,
+    /// Exit statuses of [`exit`] (`raidcore`); otherwise the simulator's: 0 success, 1 a
+    /// verification failed, 2 any other failure.
+    pub scripted: bool,
 }
 
 impl Console {
@@ -51,17 +85,27 @@ impl Console {
     /// The exit status of a command's `result`, after saying why it failed.
     #[must_use]
     pub fn exit(self, result: Result<(), Failure>) -> ExitCode {
-        match result {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(Failure::Verify(m)) => {
-                self.note(&format!("verification failed: {m}"));
-                ExitCode::from(1)
-            }
-            Err(Failure::Error(m)) => {
-                self.note(&m);
-                ExitCode::from(2)
-            }
+        let (code, message) = match result {
+            Ok(()) => (exit::OK, None),
+            Err(Failure::Verify(m)) => (
+                if self.scripted { exit::DATA_ERRORS } else { 1 },
+                Some(format!("verification failed: {m}")),
+            ),
+            Err(Failure::Health(h)) => (if self.scripted { h } else { 0 }, None),
+            Err(Failure::Error(m)) => (self.code(exit::FAILED), Some(m)),
+            Err(Failure::Refused(m)) => (self.code(exit::REFUSED), Some(m)),
+            Err(Failure::InUse(m)) => (self.code(exit::IN_USE), Some(m)),
+            Err(Failure::Usage(m)) => (self.code(exit::USAGE), Some(m)),
+        };
+        if let Some(m) = message {
+            self.note(&m);
         }
+        ExitCode::from(code)
+    }
+
+    /// `scripted`'s exit status, or the simulator's 2 for every failure.
+    fn code(self, scripted: u8) -> u8 {
+        if self.scripted { scripted } else { 2 }
     }
 
     /// Sends the library's log lines (`log` crate) to stderr as `NAME: level: message`. The
@@ -91,6 +135,14 @@ impl log::Log for StderrLog {
     }
 
     fn log(&self, r: &log::Record<'_>) {
+        // The core's own event lines are Debug syntax; the host logs every event in words
+        // (crate::dir::observe), so those show only at debug.
+        if r.target().starts_with("raidcore::event")
+            && r.level() > log::Level::Warn
+            && log::max_level() < log::LevelFilter::Debug
+        {
+            return;
+        }
         if self.enabled(r.metadata()) {
             eprintln!(
                 "{}: {}: {}",

@@ -4,8 +4,9 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::common::{maintain, open, print_status};
+use super::common::{Wait, request};
 use super::console::{Console, Failure};
+use crate::control::Request;
 use crate::dir::Members;
 
 /// Options of `fail`.
@@ -17,7 +18,7 @@ pub struct FailArgs {
     /// Member slot to fail.
     #[arg(long)]
     pub disk: usize,
-    /// Run the rebuild onto the hot spare to the end before returning.
+    /// Wait until the rebuild onto the hot spare has finished.
     #[arg(long)]
     pub wait: bool,
     /// Fail it even if that leaves more members out of sync than the level tolerates (the
@@ -29,14 +30,13 @@ pub struct FailArgs {
     pub json: bool,
 }
 
-/// Fails the member, runs the rebuild if asked, prints the status and closes the pool.
+/// Fails the member (through the server if one holds the pool), waits for the rebuild if
+/// asked, prints the status.
 pub fn run<M: Members>(a: &FailArgs, members: impl Into<M>, con: Console) -> Result<(), Failure> {
-    let mut dp = open::<M>(&a.dir, members, con)?;
-    dp.fail(a.disk, a.force)?;
-    if a.wait {
-        maintain(&mut dp, "rebuild")?;
-    }
-    print_status(&mut dp, a.json, con);
-    dp.close()?;
-    Ok(())
+    let req = Request::Fail {
+        disk: a.disk,
+        force: a.force,
+    };
+    let wait = if a.wait { Wait::Rebuild } else { Wait::No };
+    request::<M>(&a.dir, members, &req, wait, a.json, con).map(drop)
 }

@@ -6,24 +6,35 @@
 //! [`Command`]. [`console`] holds what every command shares about output and exit status;
 //! [`common`] what the pool commands share.
 //!
-//! Exit status: 0 on success; 1 when a verification failed (a scrub found damage it could not
-//! repair); 2 for bad usage and errors. Progress bars go to stderr and are hidden when stderr
-//! is not a terminal; results go to stdout, as a human table or, with `--json`, as one JSON
-//! object.
+//! Every pool command reaches the pool through the control channel of the server that holds
+//! it ([`crate::control`]), or opens the pool itself when no server does; the output is the
+//! same either way.
+//!
+//! Exit status of `raidcore` ([`console::exit`]): 0 success (`status`: online); `status` 1
+//! degraded, 2 faulted or suspended; 3 a scrub left damage it could not repair; 4 refused (the
+//! request does not fit the pool, or this core cannot do it yet; nothing changed); 5 the pool
+//! is in use by a command still running; 6 an I/O error or a pool that cannot be opened; 64
+//! bad arguments. (`raidcore-sim` keeps 0 success, 1 verification failed, 2 any failure.)
+//! Progress bars go to stderr and are hidden when stderr is not a terminal; results go to
+//! stdout, as a human table or, with `--json`, as one JSON object (errors too:
+//! `{"error": {"kind", "message"}}`).
 
 pub mod common;
 pub mod console;
 pub mod create;
 pub mod fail;
+pub mod lun;
 pub mod replace;
 pub mod scrub;
 pub mod serve;
+pub mod simple;
+pub mod spare;
 pub mod status;
 pub mod values;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 pub use console::{Console, Failure};
 
@@ -53,15 +64,40 @@ pub enum Command {
     Replace(replace::ReplaceArgs),
     /// Check every used stripe's parity and every extent's checksum, repairing from redundancy.
     Scrub(scrub::ScrubArgs),
+    /// Bring a member that came back online again.
+    Online(simple::OnlineArgs),
+    /// Create, delete, resize or list LUNs.
+    Lun(lun::LunArgs),
+    /// Add or remove hot spares.
+    Spare(spare::SpareArgs),
+    /// Print the pool's event log.
+    Events(simple::EventsArgs),
+    /// Zero the members' error counters (as `zpool clear`).
+    Clear(simple::PoolArgs),
+    /// Resume a suspended pool once the cause is fixed.
+    Resume(simple::PoolArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell) on stdout.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff, for `man -l -`) on stdout.
+    Man,
 }
 
 /// How `raidcore` speaks: its name on every message.
-pub const RAIDCORE: Console = Console { name: "raidcore" };
+pub const RAIDCORE: Console = Console {
+    name: "raidcore",
+    scripted: true,
+};
 
 /// Parses the command line and runs it; the exit status to return.
 #[must_use]
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => return usage_error(&e),
+    };
     RAIDCORE.init_log(
         "RAIDCORE_LOG",
         if matches!(cli.cmd, Command::Serve(_)) {
@@ -73,15 +109,47 @@ pub fn main() -> ExitCode {
     RAIDCORE.exit(run(cli.cmd, RAIDCORE))
 }
 
+/// Prints clap's message for `e` (help and version on stdout, exit 0; a usage error on
+/// stderr, exit [`console::exit::USAGE`]).
+#[must_use]
+pub fn usage_error(e: &clap::Error) -> ExitCode {
+    let _ = e.print();
+    if e.use_stderr() {
+        ExitCode::from(console::exit::USAGE)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
 /// Runs a parsed command on the image files as they are ([`FileMembers`]).
 pub fn run(cmd: Command, con: Console) -> Result<(), Failure> {
     let files = FileMembers::default();
     match cmd {
         Command::Create(a) => create::run::<FileMembers>(&a, files, con),
-        Command::Status(a) => status::run::<FileMembers>(&a, files, con),
+        Command::Status(a) => status::run::<FileMembers>(&a, &files, con),
         Command::Serve(a) => serve::run(&a, |sync_on_flush| FileMembers { sync_on_flush }, con),
         Command::Fail(a) => fail::run::<FileMembers>(&a, files, con),
         Command::Replace(a) => replace::run::<FileMembers>(&a, files, con),
         Command::Scrub(a) => scrub::run::<FileMembers>(&a, files, con),
+        Command::Online(a) => simple::online::<FileMembers>(&a, files, con),
+        Command::Lun(a) => lun::run::<FileMembers>(&a, files, con),
+        Command::Spare(a) => spare::run::<FileMembers>(&a, files, con),
+        Command::Events(a) => simple::events::<FileMembers>(&a, files, con),
+        Command::Clear(a) => simple::clear::<FileMembers>(&a, files, con),
+        Command::Resume(a) => simple::resume::<FileMembers>(&a, files, con),
+        Command::Completions { shell } => {
+            let mut out = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "raidcore", &mut out);
+            con.print(&String::from_utf8_lossy(&out));
+            Ok(())
+        }
+        Command::Man => {
+            let mut out = Vec::new();
+            clap_mangen::Man::new(Cli::command())
+                .render(&mut out)
+                .map_err(|e| Failure::Error(e.to_string()))?;
+            con.print(&String::from_utf8_lossy(&out));
+            Ok(())
+        }
     }
 }

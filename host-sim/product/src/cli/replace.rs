@@ -4,9 +4,10 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::common::{maintain, open, print_status};
+use super::common::{Wait, request};
 use super::console::{Console, Failure};
-use crate::dir::{Members, image_name};
+use crate::control::Request;
+use crate::dir::Members;
 
 /// Options of `replace`.
 #[derive(Debug, Args)]
@@ -17,7 +18,13 @@ pub struct ReplaceArgs {
     /// Failed member slot to replace.
     #[arg(long)]
     pub disk: usize,
-    /// Start the rebuild but do not run it (it resumes whenever the pool is used).
+    /// Use this image of the pool directory (`disk<N>.img`, made if missing, blank if it
+    /// exists) and keep the failed image where it is (by default the failed image is renamed
+    /// `…failed-g<generation>` and a new one takes its name).
+    #[arg(long, value_name = "IMAGE")]
+    pub with: Option<String>,
+    /// Start the rebuild and return (a server runs it in the background; a stopped pool
+    /// rebuilds whenever it is served).
     #[arg(long)]
     pub no_wait: bool,
     /// Print the status afterwards as JSON.
@@ -25,20 +32,16 @@ pub struct ReplaceArgs {
     pub json: bool,
 }
 
-/// Replaces the member, runs the rebuild unless told not to, prints the status and closes the
-/// pool.
+/// Replaces the member, waits for the rebuild unless told not to, prints the status.
 pub fn run<M: Members>(
     a: &ReplaceArgs,
     members: impl Into<M>,
     con: Console,
 ) -> Result<(), Failure> {
-    let mut dp = open::<M>(&a.dir, members, con)?;
-    let n = dp.replace(a.disk)?;
-    con.note(&format!("disk {} is now {}", a.disk, image_name(n)));
-    if !a.no_wait {
-        maintain(&mut dp, "rebuild")?;
-    }
-    print_status(&mut dp, a.json, con);
-    dp.close()?;
-    Ok(())
+    let req = Request::Replace {
+        disk: a.disk,
+        with: a.with.clone(),
+    };
+    let wait = if a.no_wait { Wait::No } else { Wait::Rebuild };
+    request::<M>(&a.dir, members, &req, wait, a.json, con).map(drop)
 }

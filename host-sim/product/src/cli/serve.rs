@@ -7,9 +7,11 @@ use std::path::PathBuf;
 use clap::Args;
 use raidcore::pool::PoolConfig;
 
-use super::common::warn_lost_items;
+use super::common::report_import;
 use super::console::{Console, Failure};
-use crate::dir::{ImageRole, Members, PoolDir};
+use super::values::duration_arg;
+use crate::dir::{DirError, ImageRole, Members, PoolDir};
+use crate::nbd::background::{BackgroundConfig, RatePolicy};
 use crate::nbd::{self, PoolBackend, ServeConfig};
 use crate::units::format_bytes;
 
@@ -19,9 +21,23 @@ pub struct ServeArgs {
     /// The pool directory.
     #[arg(long)]
     pub dir: PathBuf,
-    /// TCP address to listen on (default 127.0.0.1:10809 unless --unix is given).
+    /// TCP address to listen on (default 127.0.0.1:10809 unless --unix is given). TCP needs
+    /// `--tls-certificates` (clients must start TLS) or an explicit `--insecure`.
     #[arg(long)]
     pub tcp: Option<SocketAddr>,
+    /// Serve TCP clients over TLS only (NBD STARTTLS), with the x509 certificates of this
+    /// directory laid out as nbdkit's: `server-cert.pem`, `server-key.pem`, and `ca-cert.pem`
+    /// for `--tls-verify-peer`.
+    #[arg(long, value_name = "DIR")]
+    pub tls_certificates: Option<PathBuf>,
+    /// Require a client certificate that chains to `ca-cert.pem` (nbdkit's
+    /// `--tls-verify-peer`): the clients are authenticated.
+    #[arg(long, requires = "tls_certificates")]
+    pub tls_verify_peer: bool,
+    /// Serve TCP in plaintext, without authentication (anyone who reaches the port reads
+    /// and writes every LUN).
+    #[arg(long, conflicts_with = "tls_certificates")]
+    pub insecure: bool,
     /// Unix socket to listen on.
     #[arg(long)]
     pub unix: Option<PathBuf>,
@@ -31,6 +47,21 @@ pub struct ServeArgs {
     /// Do not fdatasync the images on flush (faster; safe unless this machine crashes).
     #[arg(long)]
     pub no_sync: bool,
+    /// How much rebuild and scrub may take: `share:P` (at most P % of the server's time while
+    /// clients are active, all of it while they are idle) or `rate:B` (at most B member bytes
+    /// a second, e.g. `rate:50M`).
+    #[arg(long, default_value = "share:50")]
+    pub background: RatePolicy,
+    /// Write buffered writes out this long after the last one (a write-back cache that
+    /// destages: `500ms`, `2s`).
+    #[arg(long, value_parser = duration_arg, default_value = "1s")]
+    pub destage_delay: std::time::Duration,
+    /// Clients served at once (a new one evicts the oldest that has not chosen an export).
+    #[arg(long, default_value_t = 64)]
+    pub max_connections: usize,
+    /// Disconnect a client that has not chosen an export this long after connecting.
+    #[arg(long, value_parser = duration_arg, default_value = "10s")]
+    pub handshake_timeout: std::time::Duration,
 }
 
 /// Serves the pool until a shutdown signal. `members(sync_on_flush)` makes what turns the
@@ -44,20 +75,50 @@ where
     let mut config = ServeConfig {
         stats_path: a.stats.clone(),
         unix: a.unix.clone(),
+        max_connections: a.max_connections.max(1),
+        handshake_timeout: a.handshake_timeout,
         ..ServeConfig::default()
+    };
+    let bg = BackgroundConfig {
+        policy: a.background,
+        destage_delay: a.destage_delay,
     };
     if a.tcp.is_some() || a.unix.is_some() {
         config.tcp = a.tcp;
     }
+    if let Some(addr) = config.tcp
+        && a.tls_certificates.is_none()
+        && !a.insecure
+    {
+        return Err(Failure::Usage(format!(
+            "TCP ({addr}) without TLS serves every LUN to anyone who reaches the port: give \
+             --tls-certificates DIR (and --tls-verify-peer to require client certificates), or \
+             --insecure to serve plaintext anyway, or --unix PATH"
+        )));
+    }
+    if let Some(d) = &a.tls_certificates {
+        config.tls = Some(
+            nbd::tls::server_config(d, a.tls_verify_peer)
+                .map_err(|e| Failure::Usage(format!("--tls-certificates: {e}")))?,
+        );
+    }
+    config.control = Some(crate::control::socket_path(&a.dir));
     nbd::install_shutdown_signals(&config.shutdown)?;
     let dir = a.dir.clone();
     let sync = !a.no_sync;
     nbd::serve(config, move || {
-        let dp = PoolDir::open(&dir, PoolConfig::default(), members(sync))
-            .map_err(std::io::Error::other)?;
+        let dp = PoolDir::open(&dir, PoolConfig::default(), members(sync)).map_err(|e| {
+            let kind = if matches!(e, DirError::InUse(_)) {
+                std::io::ErrorKind::AddrInUse
+            } else {
+                std::io::ErrorKind::Other
+            };
+            std::io::Error::new(kind, e)
+        })?;
         let mut dp: PoolDir<M> = dp;
-        warn_lost_items(&dp, con);
+        report_import(&mut dp, con);
         warn_not_online(&mut dp, con);
+        dp.observe();
         for l in dp.pool.luns() {
             con.note(&format!(
                 "serving export {:?} ({})",
@@ -65,9 +126,20 @@ where
                 format_bytes(l.blocks * 4096)
             ));
         }
-        Ok(PoolBackend::new(dp))
-    })?;
-    Ok(())
+        con.note(&format!(
+            "background work: {} (rebuild and scrub), buffered writes out after {} ms",
+            bg.policy,
+            bg.destage_delay.as_millis()
+        ));
+        Ok(PoolBackend::with_background(dp, bg))
+    })
+    .map_err(|e| {
+        if e.kind() == std::io::ErrorKind::AddrInUse {
+            Failure::InUse(e.to_string())
+        } else {
+            Failure::Error(e.to_string())
+        }
+    })
 }
 
 /// Tells a server's operator when the pool it exports is not whole: which member slots are out

@@ -9,6 +9,7 @@ use raidcore::raid::DiskState;
 use raidcore_hal::BlockDevice;
 
 use super::error::io_err;
+use super::lock::in_use_or_disk;
 use super::{DirError, HostPool, ImageInfo, ImageRole, Members, PoolDir, image_name, list_images};
 use crate::disk::{FileDisk, FileDiskOptions};
 use crate::status::disk_state_name;
@@ -131,11 +132,15 @@ impl<M: Members> PoolDir<M> {
 
     /// Puts a blank image into failed member slot `slot` and starts rebuilding onto it (the
     /// rebuild is not run: see [`PoolDir::run_maintenance`]); returns the new image's number.
-    /// The image that filled the slot (if any) is renamed `disk<n>.img.failed-g<generation>`
-    /// and the new image takes its name; a slot without an image gets the next free number.
+    /// Without `with`, the image that filled the slot (if any) is renamed
+    /// `disk<n>.img.failed-g<generation>` and the new image takes its name (a slot without an
+    /// image gets the next free number). With `with` (`disk<n>.img`), that image is used
+    /// (made if missing; an existing one must hold no raidcore superblock) and the failed
+    /// image stays where it is.
     ///
-    /// Errors: [`DirError::Invalid`] for a slot out of range or not failed.
-    pub fn replace(&mut self, slot: usize) -> Result<usize, DirError> {
+    /// Errors: [`DirError::Invalid`] for a slot out of range or not failed, or a `with` that
+    /// is no image name or names an image that is not blank.
+    pub fn replace(&mut self, slot: usize, with: Option<&str>) -> Result<usize, DirError> {
         self.check_slot(slot)?;
         let state = self.pool.status().disks.get(slot).map(|d| d.state);
         if state != Some(DiskState::Failed) {
@@ -144,7 +149,13 @@ impl<M: Members> PoolDir<M> {
                 state.map_or("missing", disk_state_name)
             )));
         }
-        let (number, disk) = self.new_image_for(slot)?;
+        let (number, disk) = match with {
+            Some(name) => {
+                let n = self.image_number(name)?;
+                (n, self.blank_image(n)?)
+            }
+            None => self.new_image_for(slot)?,
+        };
         let m = self.members.member(number, disk);
         self.pool.replace_disk(slot, m)?;
         self.images.retain(|i| i.number != number);
@@ -154,16 +165,123 @@ impl<M: Members> PoolDir<M> {
         Ok(number)
     }
 
-    /// A blank image the size of the others for slot `slot`: under the name of the image that
-    /// failed there (renamed aside first), or the next free number.
-    fn new_image_for(&self, slot: usize) -> Result<(usize, FileDisk), DirError> {
-        let bs = self.meta.block_size()?;
-        let size = self
+    /// Adds a hot spare on a new blank image: `image` (`disk<n>.img`, made if missing, blank
+    /// if it exists) or the next free number. Returns the image's number.
+    ///
+    /// Errors: [`DirError::Invalid`] for a bad name or an image that is not blank; the pool's
+    /// refusal ([`DirError::Admin`]: no room, wrong size).
+    pub fn add_spare(&mut self, image: Option<&str>) -> Result<usize, DirError> {
+        let number = match image {
+            Some(name) => self.image_number(name)?,
+            None => list_images(&self.dir)?.last().map_or(0, |n| n + 1),
+        };
+        let disk = self.blank_image(number)?;
+        let m = self.members.member(number, disk);
+        self.pool.add_spare(m)?;
+        self.images.retain(|i| i.number != number);
+        self.images
+            .push(ImageInfo::new(number, ImageRole::Spare, None));
+        self.images.sort_by_key(|i| i.number);
+        // A failed slot waiting for a spare took it at once.
+        self.reconcile_spares();
+        Ok(number)
+    }
+
+    /// The number of the image file named `name` (`disk<n>.img`), which must not be one the
+    /// pool uses.
+    fn image_number(&self, name: &str) -> Result<usize, DirError> {
+        let n = name
+            .strip_prefix("disk")
+            .and_then(|r| r.strip_suffix(".img"))
+            .and_then(|d| d.parse::<usize>().ok())
+            .filter(|&n| image_name(n) == name)
+            .ok_or_else(|| {
+                DirError::Invalid(format!(
+                    "{name:?}: images are named disk<number>.img in the pool directory (so \
+                     that the pool finds them when it is opened)"
+                ))
+            })?;
+        if self
             .images
+            .iter()
+            .any(|i| i.number == n && i.role != ImageRole::Stale)
+        {
+            return Err(DirError::Invalid(format!("{name} is in use by the pool")));
+        }
+        Ok(n)
+    }
+
+    /// Image `number` as a blank disk for the pool: made the size of the members if missing;
+    /// an existing file is used only if it holds no raidcore superblock.
+    fn blank_image(&self, number: usize) -> Result<FileDisk, DirError> {
+        let path = self.dir.join(image_name(number));
+        if !path.exists() {
+            return self.create_image(number);
+        }
+        let bs = self.meta.block_size()?;
+        let opts = FileDiskOptions {
+            overwrite: false,
+            sync_on_flush: self.members.sync_on_flush(),
+        };
+        let mut disk = FileDisk::open_with(&path, bs, opts)
+            .map_err(|err| in_use_or_disk(path.clone(), err))?;
+        if raidcore::pool::read_label(&mut disk).is_ok() {
+            return Err(DirError::Invalid(format!(
+                "{} holds a raidcore superblock (a member of this or another pool): use a blank \
+                 image, or remove it first",
+                path.display()
+            )));
+        }
+        Ok(disk)
+    }
+
+    /// The members' image size in bytes.
+    fn member_image_bytes(&self) -> Result<u64, DirError> {
+        self.images
             .iter()
             .filter(|i| i.role != ImageRole::Stale)
             .find_map(|i| fs::metadata(self.dir.join(&i.file)).ok().map(|m| m.len()))
-            .ok_or_else(|| DirError::Invalid("cannot size the new image".into()))?;
+            .ok_or_else(|| DirError::Invalid("cannot size the new image".into()))
+    }
+
+    /// A new blank image number `number`, the size of the members.
+    fn create_image(&self, number: usize) -> Result<FileDisk, DirError> {
+        let bs = self.meta.block_size()?;
+        let size = self.member_image_bytes()?;
+        let path = self.dir.join(image_name(number));
+        let opts = FileDiskOptions {
+            overwrite: false,
+            sync_on_flush: self.members.sync_on_flush(),
+        };
+        FileDisk::create_with(&path, bs, size / bs.bytes() as u64, opts)
+            .map_err(|err| DirError::Disk { path, err })
+    }
+
+    /// When the pool took hot spares by itself (a member failed under client I/O), the images
+    /// still listed as spares beyond the pool's count fill the slots being rebuilt.
+    pub fn reconcile_spares(&mut self) {
+        let st = self.pool.status();
+        let listed = self
+            .images
+            .iter()
+            .filter(|i| i.role == ImageRole::Spare)
+            .count();
+        let mut extra = listed.saturating_sub(usize::from(st.spares));
+        for d in &st.disks {
+            if extra == 0 {
+                break;
+            }
+            if d.state == DiskState::Rebuilding {
+                let spares_now = usize::from(st.spares) + extra - 1;
+                self.note_failed(usize::from(d.slot), spares_now + 1);
+                extra -= 1;
+            }
+        }
+    }
+
+    /// A blank image the size of the others for slot `slot`: under the name of the image that
+    /// failed there (renamed aside first), or the next free number.
+    fn new_image_for(&self, slot: usize) -> Result<(usize, FileDisk), DirError> {
         let failed = self
             .images
             .iter()
@@ -183,14 +301,7 @@ impl<M: Members> PoolDir<M> {
             }
             _ => list_images(&self.dir)?.last().map_or(0, |n| n + 1),
         };
-        let path = self.dir.join(image_name(number));
-        let opts = FileDiskOptions {
-            overwrite: false,
-            sync_on_flush: self.members.sync_on_flush(),
-        };
-        let disk = FileDisk::create_with(&path, bs, size / bs.bytes() as u64, opts)
-            .map_err(|err| DirError::Disk { path, err })?;
-        Ok((number, disk))
+        Ok((number, self.create_image(number)?))
     }
 
     /// Has a waiting hot spare take a failed slot ([`take_spare_for_failed`]) and notes it in

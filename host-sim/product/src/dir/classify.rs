@@ -21,7 +21,7 @@ pub struct Found {
     /// The open image.
     pub disk: FileDisk,
     /// Its label (the newest valid superblock copy).
-    sb: Option<DiskLabel>,
+    pub sb: Option<DiskLabel>,
 }
 
 /// Opens the images `numbers` of `dir` with block size `bs` and reads their superblocks.
@@ -40,14 +40,32 @@ pub fn scan(
         overwrite: false,
         sync_on_flush,
     };
+    scan_with(dir, numbers, bs, |p| FileDisk::open_with(p, bs, opts))
+}
+
+/// [`scan`] with the images opened by `open` (read-only ones for a look that writes nothing).
+/// A missing image (removed since the listing) is left out and named.
+pub fn scan_with(
+    dir: &Path,
+    numbers: &[usize],
+    bs: BlockSize,
+    open: impl Fn(&Path) -> Result<FileDisk, crate::disk::DiskError>,
+) -> Result<(Vec<Found>, Vec<ImageInfo>), DirError> {
     let mut found = Vec::new();
     let mut unusable = Vec::new();
     for &n in numbers {
         let path = dir.join(image_name(n));
-        let mut disk = match FileDisk::open_with(&path, bs, opts) {
+        let mut disk = match open(&path) {
             Ok(d) => d,
             Err(err) if err.kind() == ErrorKind::Misaligned => {
-                let note = "unusable: its length is no whole number of blocks";
+                let note = match std::fs::metadata(&path).map(|m| m.len()) {
+                    Ok(0) => "unusable: the file is empty (0 bytes)".to_string(),
+                    Ok(len) => format!(
+                        "unusable: its length is no whole number of {}-byte blocks ({len} bytes)",
+                        bs.bytes()
+                    ),
+                    Err(_) => "unusable: its length is no whole number of blocks".to_string(),
+                };
                 unusable.push(ImageInfo::stale(n, note));
                 continue;
             }
@@ -98,7 +116,7 @@ pub fn classify(found: &[Found]) -> Vec<ImageInfo> {
 }
 
 /// The newest superblock of the pool most images carry.
-fn newest_of_main_pool(found: &[Found]) -> Option<&DiskLabel> {
+pub(crate) fn newest_of_main_pool(found: &[Found]) -> Option<&DiskLabel> {
     let mut best: Option<([u8; 16], usize)> = None;
     for sb in found.iter().filter_map(|f| f.sb.as_ref()) {
         let n = found

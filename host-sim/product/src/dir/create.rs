@@ -158,15 +158,28 @@ impl<M: Members> PoolDir<M> {
         fs::create_dir_all(dir).map_err(io_err(format!("creating {}", dir.display())))?;
         let lock = lock_dir(dir).inspect_err(|_| remove_made_dirs())?;
         match create_locked(dir, opts, members.into()) {
-            Ok(b) => Ok(PoolDir {
-                dir: dir.to_path_buf(),
-                pool: b.pool,
-                members: b.members,
-                images: b.images,
-                import: ImportReport::default(),
-                meta: b.meta,
-                lock,
-            }),
+            Ok(b) => {
+                // A new pool starts new records.
+                let _ = fs::remove_file(dir.join(super::records::RECORDS_FILE));
+                let _ = fs::remove_file(dir.join(super::records::EVENTS_FILE));
+                let (records, watch) = PoolDir::<M>::start_records(dir, &b.pool);
+                let mut dp = PoolDir {
+                    dir: dir.to_path_buf(),
+                    pool: b.pool,
+                    members: b.members,
+                    images: b.images,
+                    import: ImportReport::default(),
+                    meta: b.meta,
+                    records,
+                    watch,
+                    lock,
+                };
+                dp.note_event(
+                    super::records::Severity::Info,
+                    format!("pool created: {} disks, {} spares", opts.disks, opts.spares),
+                );
+                Ok(dp)
+            }
             Err(e) => {
                 if !made_dirs.is_empty() {
                     // Leave no directory behind either. The lock file goes first, while the

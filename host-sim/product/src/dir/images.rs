@@ -5,7 +5,7 @@ use serde::Serialize;
 use super::layout::image_name;
 
 /// What an image is to the pool.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ImageRole {
     /// It fills a member slot.
@@ -18,7 +18,7 @@ pub enum ImageRole {
 }
 
 /// Where one image stands.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct ImageInfo {
     /// Image number (`disk<number>.img`).
     pub number: usize,

@@ -11,7 +11,7 @@ use super::layout::LOCK_FILE;
 use crate::disk::{DiskError, FileDisk};
 
 /// What a lock refusal says.
-fn in_use_message(what: &Path) -> String {
+pub(crate) fn in_use_message(what: &Path) -> String {
     format!(
         "{} is locked: another raidcore or raidcore-sim process (a server, or a command still \
          running) has this pool open; stop it first",

@@ -23,7 +23,10 @@ pub mod error;
 pub mod images;
 pub mod layout;
 pub mod lock;
+pub mod look;
+pub mod observe;
 pub mod open;
+pub mod records;
 
 pub use create::CreateOptions;
 pub use error::DirError;
@@ -125,6 +128,10 @@ pub struct PoolDir<M: Members> {
     pub import: ImportReport,
     /// The description file's contents.
     pub meta: DirMeta,
+    /// What the host keeps beside the images (counters, last scrub and rebuild).
+    pub records: records::Records,
+    /// What [`PoolDir::observe`] remembers between looks.
+    pub watch: observe::Watch,
     /// The directory's lock ([`LOCK_FILE`]), held while this value lives; declared last, so it
     /// is released after the images.
     lock: DirLock,
@@ -137,17 +144,44 @@ impl<M: Members> PoolDir<M> {
         image_of_slot(&self.images, slot)
     }
 
-    /// What `status` prints, from the pool's status and LUN table.
+    /// What `status` prints, from the pool's status and LUN table, with the persistent
+    /// error counters and the last scrub and rebuild on record.
     pub fn status(&mut self) -> DirStatus {
-        DirStatus::of(&mut self.pool, &self.dir, &self.meta, &self.images)
+        let totals = self.error_totals();
+        let mut st = DirStatus::of(&mut self.pool, &self.dir, &self.meta, &self.images);
+        for (d, t) in st.disks.iter_mut().zip(totals) {
+            d.errors = t;
+        }
+        st.last_scrub.clone_from(&self.records.last_scrub);
+        st.last_rebuild.clone_from(&self.records.last_rebuild);
+        st.scrub_paused = self.records.scrub_paused && st.scrub.is_some();
+        st.explain();
+        st
     }
 
     /// Flushes, checkpoints and closes the pool (the images hold everything), then releases
-    /// the images' and the directory's locks.
-    pub fn close(self) -> Result<(), DirError> {
+    /// the images' and the directory's locks. The records and event log are brought up to
+    /// date first.
+    pub fn close(mut self) -> Result<(), DirError> {
+        self.observe();
+        self.save_records();
         let PoolDir { pool, lock, .. } = self;
         pool.shutdown()?;
         drop(lock);
         Ok(())
+    }
+
+    /// The records and the watch of a pool just opened or created in `dir`.
+    fn start_records(
+        dir: &std::path::Path,
+        pool: &HostPool<M::Disk>,
+    ) -> (records::Records, observe::Watch) {
+        let (records, warning) = records::Records::load(dir);
+        if let Some(w) = warning {
+            log::warn!("{w}");
+        }
+        let st = pool.status();
+        let watch = observe::Watch::new(pool.events().next_seq(), st.health);
+        (records, watch)
     }
 }

@@ -65,6 +65,7 @@ impl<M: Members> PoolDir<M> {
         let (pool, import) =
             HostPool::import(disks_in_order, opts, mem).map_err(|e| import_error(e, &images))?;
         leave_out_wrong_sizes(&mut images, &import, &order);
+        let (records, watch) = Self::start_records(dir, &pool);
         Ok(PoolDir {
             dir: dir.to_path_buf(),
             pool,
@@ -72,6 +73,8 @@ impl<M: Members> PoolDir<M> {
             images,
             import,
             meta,
+            records,
+            watch,
             lock,
         })
     }
@@ -81,7 +84,7 @@ impl<M: Members> PoolDir<M> {
 /// use (a `create --force` in progress has moved the description aside; checked only when
 /// `probe_lock`, as the caller must not hold the lock itself), or an interrupted
 /// `create --force` left the old pool in [`REPLACED_DIR`].
-fn missing_meta(dir: &Path, e: DirError, probe_lock: bool) -> DirError {
+pub(crate) fn missing_meta(dir: &Path, e: DirError, probe_lock: bool) -> DirError {
     if probe_lock
         && dir.join(LOCK_FILE).exists()
         && let Err(in_use @ DirError::InUse(_)) = lock_dir(dir)
@@ -102,7 +105,7 @@ fn missing_meta(dir: &Path, e: DirError, probe_lock: bool) -> DirError {
 
 /// An import failure; for too many missing members, it names the images left out and why
 /// (each may be a member the import counted as missing).
-fn import_error(e: OpenError, images: &[ImageInfo]) -> DirError {
+pub(crate) fn import_error(e: OpenError, images: &[ImageInfo]) -> DirError {
     match e {
         OpenError::TooManyMissing { .. } if images.iter().any(|i| i.note.is_some()) => {
             let left_out: Vec<String> = images
@@ -120,7 +123,11 @@ fn import_error(e: OpenError, images: &[ImageInfo]) -> DirError {
 
 /// Images the import left out for their size are not the members `classify` took them for.
 /// `order` is the image number of each disk in the order given to the import.
-fn leave_out_wrong_sizes(images: &mut [ImageInfo], import: &ImportReport, order: &[usize]) {
+pub(crate) fn leave_out_wrong_sizes(
+    images: &mut [ImageInfo],
+    import: &ImportReport,
+    order: &[usize],
+) {
     for (idx, e) in &import.refused {
         if let OpenError::WrongSize { .. } = e
             && let Some(&n) = order.get(usize::from(*idx))

@@ -59,6 +59,25 @@ fn io_err(context: &'static str, e: io::Error) -> DiskError {
     DiskError::io(io_kind(&e), context, e)
 }
 
+/// The blocks of the open image `file`.
+///
+/// Errors: [`ErrorKind::Misaligned`] if its length is not a non-zero multiple of the block
+/// size; I/O errors as for [`FileDisk`].
+fn whole_blocks(file: &File, block_size: BlockSize) -> Result<u64, DiskError> {
+    let len = file
+        .metadata()
+        .map_err(|e| io_err("reading disk image size", e))?
+        .len();
+    let bs = block_size.bytes() as u64;
+    if len == 0 || !len.is_multiple_of(bs) {
+        return Err(DiskError::with_context(
+            ErrorKind::Misaligned,
+            "disk image length is not a whole, non-zero number of blocks",
+        ));
+    }
+    Ok(len / bs)
+}
+
 /// What a lock refusal says: another process holds the image.
 const IN_USE: &str = "disk image is locked: another process has this pool open (stop that server \
                       or command first)";
@@ -192,23 +211,42 @@ impl FileDisk {
             .open(path)
             .map_err(|e| io_err("opening disk image", e))?;
         lock(&file)?;
-        let len = file
-            .metadata()
-            .map_err(|e| io_err("reading disk image size", e))?
-            .len();
-        let bs = block_size.bytes() as u64;
-        if len == 0 || !len.is_multiple_of(bs) {
-            return Err(DiskError::with_context(
-                ErrorKind::Misaligned,
-                "disk image length is not a whole, non-zero number of blocks",
-            ));
-        }
+        let block_count = whole_blocks(&file, block_size)?;
         Ok(Self {
             file,
             path: path.to_path_buf(),
             block_size,
-            block_count: len / bs,
+            block_count,
             sync_on_flush: opts.sync_on_flush,
+        })
+    }
+
+    /// Opens an existing image for reading only (`O_RDONLY`, works on a read-only mount),
+    /// under a shared lock: other readers may hold it too, a process that has the image open
+    /// to write is refused, and none can open it to write meanwhile. Writes fail (the file is
+    /// not writable); `flush` does nothing.
+    ///
+    /// Errors: as [`FileDisk::open_with`].
+    pub fn open_read_only(
+        path: impl AsRef<Path>,
+        block_size: BlockSize,
+    ) -> Result<Self, DiskError> {
+        let path = path.as_ref();
+        let file = File::open(path).map_err(|e| io_err("opening disk image", e))?;
+        match file.try_lock_shared() {
+            Ok(()) => {}
+            Err(TryLockError::WouldBlock) => {
+                return Err(DiskError::with_context(ErrorKind::Other, IN_USE));
+            }
+            Err(TryLockError::Error(e)) => return Err(io_err("locking disk image", e)),
+        }
+        let block_count = whole_blocks(&file, block_size)?;
+        Ok(Self {
+            file,
+            path: path.to_path_buf(),
+            block_size,
+            block_count,
+            sync_on_flush: false,
         })
     }
 

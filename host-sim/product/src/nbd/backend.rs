@@ -19,6 +19,9 @@ pub struct ExportInfo {
     pub size_bytes: u64,
     /// Writes, trims and write-zeroes are refused with `EPERM`.
     pub read_only: bool,
+    /// The export is gone (its LUN was deleted while serving): new clients do not see it,
+    /// connected ones get errors. It keeps its place so that the others keep their index.
+    pub removed: bool,
     /// Optional text shown by `nbdinfo --list` (empty: none).
     pub description: String,
 }
@@ -30,6 +33,7 @@ impl ExportInfo {
             name: name.into(),
             size_bytes,
             read_only: false,
+            removed: false,
             description: String::new(),
         }
     }
@@ -133,7 +137,8 @@ pub type BackendResult<T = ()> = Result<T, BackendError>;
 /// read-only export. A request the server rejects never reaches the backend.
 pub trait Backend {
     /// The exports, in a fixed order (the index is the `export` argument of the other calls).
-    /// Called once when the server starts; the list must not change while serving.
+    /// Called when the server starts and after each [`Backend::control`] call: the list may
+    /// grow and entries may become [`ExportInfo::removed`], but an export keeps its index.
     fn exports(&self) -> Vec<ExportInfo>;
 
     /// Reads `buf.len() / BLOCK` blocks starting at block `lba` into `buf`.
@@ -192,5 +197,31 @@ pub trait Backend {
     /// Called once when the server stops, after the last request finished: flush and checkpoint.
     fn shutdown(&mut self) -> BackendResult {
         Ok(())
+    }
+
+    /// Answers one request of the control channel ([`ServeConfig::control`]): `request` is one
+    /// line of JSON as the client sent it (without the newline); the answer is one line of JSON
+    /// (no newline inside). The server calls it on the owner thread, between client requests.
+    /// The default refuses every request.
+    ///
+    /// After each call the server reads [`Backend::exports`] again: a backend may append
+    /// exports (a LUN created) or mark them removed; it must not reorder them.
+    ///
+    /// [`ServeConfig::control`]: super::ServeConfig::control
+    fn control(&mut self, request: &str) -> String {
+        let _ = request;
+        serde_json::json!({
+            "ok": false,
+            "error": {"kind": "unsupported", "message": "this server has no control channel"}
+        })
+        .to_string()
+    }
+
+    /// Background work (rebuild, scrub, write-out of buffered writes) while no client request
+    /// is waiting. The server calls it once the delay it returned last time has passed (and
+    /// first when it starts); `None` means not until the next client request. The default
+    /// does nothing.
+    fn tick(&mut self) -> Option<std::time::Duration> {
+        None
     }
 }

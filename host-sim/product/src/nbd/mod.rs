@@ -60,12 +60,14 @@
 //! ```
 
 pub mod backend;
+pub mod background;
 pub mod exec;
 pub mod pool;
 pub mod proto;
 pub mod server;
 pub mod session;
 pub mod stats;
+pub mod tls;
 
 use std::io;
 use std::sync::Arc;
@@ -86,7 +88,11 @@ where
 {
     let server = Server::start(config, factory)?;
     if let Some(a) = server.tcp_addr() {
-        log::info!("nbd: listening on nbd://{a}/");
+        if server.tls() {
+            log::info!("nbd: listening on nbds://{a}/ (TLS required)");
+        } else {
+            log::info!("nbd: listening on nbd://{a}/ (plaintext, no authentication)");
+        }
     }
     if let Some(p) = server.unix_path() {
         log::info!("nbd: listening on nbd+unix:///?socket={}", p.display());
@@ -99,7 +105,34 @@ where
             if e.read_only { " (read-only)" } else { "" }
         );
     }
-    server.run()
+    notify_systemd("READY=1");
+    let r = server.run();
+    notify_systemd("STOPPING=1");
+    r
+}
+
+/// Tells systemd (`Type=notify` units: the datagram socket named by `NOTIFY_SOCKET`, `@` for
+/// the abstract namespace) that the server is `state` (`READY=1` once it listens,
+/// `STOPPING=1` when it stops). Nothing without `NOTIFY_SOCKET`; a failure is logged, never
+/// fatal.
+pub fn notify_systemd(state: &str) {
+    use std::os::unix::net::{SocketAddr, UnixDatagram};
+    let Some(path) = std::env::var_os("NOTIFY_SOCKET") else {
+        return;
+    };
+    let addr = {
+        let bytes = std::os::unix::ffi::OsStrExt::as_bytes(path.as_os_str());
+        match bytes.strip_prefix(b"@") {
+            Some(name) => {
+                <SocketAddr as std::os::linux::net::SocketAddrExt>::from_abstract_name(name)
+            }
+            None => SocketAddr::from_pathname(&path),
+        }
+    };
+    let sent = addr.and_then(|a| UnixDatagram::unbound()?.send_to_addr(state.as_bytes(), &a));
+    if let Err(e) = sent {
+        log::warn!("telling systemd {state:?} through NOTIFY_SOCKET: {e}");
+    }
 }
 
 /// Makes SIGINT and SIGTERM set `flag` (which stops [`Server::run`] gracefully); a second such

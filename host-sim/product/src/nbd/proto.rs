@@ -45,6 +45,8 @@ pub const OPT_EXPORT_NAME: u32 = 1;
 pub const OPT_ABORT: u32 = 2;
 /// Option: list exports.
 pub const OPT_LIST: u32 = 3;
+/// Option: upgrade the connection to TLS.
+pub const OPT_STARTTLS: u32 = 5;
 /// Option: describe one export.
 pub const OPT_INFO: u32 = 6;
 /// Option: describe one export and enter transmission.
@@ -60,6 +62,8 @@ pub const REP_INFO: u32 = 3;
 pub const REP_ERR_UNSUP: u32 = 0x8000_0001;
 /// Option error: option malformed.
 pub const REP_ERR_INVALID: u32 = 0x8000_0003;
+/// Option error: the server requires TLS first.
+pub const REP_ERR_TLS_REQD: u32 = 0x8000_0005;
 /// Option error: no such export.
 pub const REP_ERR_UNKNOWN: u32 = 0x8000_0006;
 /// Option error: request too large to process.

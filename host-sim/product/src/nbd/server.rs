@@ -66,8 +66,23 @@ pub struct ServeConfig {
     pub stats_interval: Duration,
     /// Request and option size limits.
     pub limits: SessionLimits,
-    /// Connections served at once; further clients are closed at once. Default 64.
+    /// Connections served at once. When they are all taken, a new client evicts the oldest
+    /// connection still negotiating (one that never chose an export, such as a socket that
+    /// connects and sends nothing); when every connection is in transmission, the new client
+    /// is closed at once. Default 64.
     pub max_connections: usize,
+    /// How long a client may take from connecting to choosing an export (the TLS handshake
+    /// included) before it is disconnected. Default 10 s.
+    pub handshake_timeout: Duration,
+    /// TLS for TCP clients (`None`: plaintext): clients must start TLS (`NBD_OPT_STARTTLS`)
+    /// before anything else, as with nbdkit's `--tls=require`; Unix-socket clients are served
+    /// in plaintext. See [`super::tls::server_config`].
+    pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// The control channel: a Unix socket (made owner-only, mode 0600) on which each line is
+    /// a request for [`Backend::control`] and each answer a line (`None`: none). A stale
+    /// socket file is replaced, as for [`ServeConfig::unix`]; it is removed when the server
+    /// stops.
+    pub control: Option<PathBuf>,
     /// Replies a connection may have queued (not yet taken by its socket) before the server
     /// stops reading its requests. Default 64.
     pub max_inflight_per_connection: usize,
@@ -92,6 +107,9 @@ impl Default for ServeConfig {
             stats_interval: Duration::from_secs(1),
             limits: SessionLimits::default(),
             max_connections: 64,
+            handshake_timeout: Duration::from_secs(10),
+            tls: None,
+            control: None,
             max_inflight_per_connection: 64,
             max_inflight_bytes_per_connection: 64 << 20,
             shutdown_grace: Duration::from_secs(10),
@@ -103,12 +121,16 @@ impl Default for ServeConfig {
 /// What the accept loop and the writer threads tell the owner thread.
 #[derive(Debug)]
 enum OwnerMsg {
-    /// A new connection to serve: its id, a handle to read from, and its outbox.
-    Conn(u64, Conn, Arc<Outbox>),
+    /// A new connection to serve: its id, a handle to read from, its outbox, and, for a
+    /// connection that started TLS, the session that asked for it (the owner goes on with
+    /// [`Session::after_tls`]).
+    Conn(u64, Conn, Arc<Outbox>, Option<Session>),
     /// The connection's writer sent enough of its queue: read its requests again.
     Resume(u64),
     /// Stop reading requests from every connection (the server is stopping).
     StopReading,
+    /// A control-channel request, and where its answer goes.
+    Control(String, mpsc::Sender<String>),
     /// Shut the backend down and return.
     Shutdown,
 }
@@ -188,6 +210,9 @@ impl OutState {
 struct Outbox {
     id: u64,
     conn: Conn,
+    /// The client has chosen an export (set by the owner; read by the accept loop, which
+    /// evicts and times out connections still negotiating).
+    negotiated: Arc<AtomicBool>,
     max_count: usize,
     max_bytes: usize,
     /// Tells the owner to resume reading (`None` in unit tests without an owner).
@@ -202,6 +227,7 @@ impl Outbox {
         Outbox {
             id,
             conn,
+            negotiated: Arc::default(),
             max_count: max_count.max(1),
             max_bytes,
             ctl,
@@ -355,7 +381,7 @@ impl Epoll {
 
 /// A connection over TCP or a Unix socket.
 #[derive(Debug)]
-enum Conn {
+pub(super) enum Conn {
     Tcp(TcpStream),
     Unix(UnixStream),
 }
@@ -500,7 +526,7 @@ fn validate_exports(exports: &[ExportInfo]) -> io::Result<()> {
                 e.name
             )));
         }
-        if exports[..i].iter().any(|o| o.name == e.name) {
+        if !e.removed && exports[..i].iter().any(|o| !o.removed && o.name == e.name) {
             return Err(invalid_input(format!(
                 "export name {:?} used twice",
                 e.name
@@ -511,6 +537,39 @@ fn validate_exports(exports: &[ExportInfo]) -> io::Result<()> {
 }
 
 fn bind_unix(path: &Path) -> io::Result<UnixListener> {
+    clear_stale_socket(path)?;
+    UnixListener::bind(path).map_err(|e| with_path(&e, path.display()))
+}
+
+/// `e`, naming the socket or address it is about (`Address already in use` alone does not
+/// say which).
+fn with_path(e: &io::Error, what: impl std::fmt::Display) -> io::Error {
+    io::Error::new(e.kind(), format!("{what}: {e}"))
+}
+
+/// Binds the control socket at `path` so that only this user can connect: bound under a
+/// temporary name, made mode 0600, then renamed into place (no moment where another user
+/// could connect).
+fn bind_private(path: &Path) -> io::Result<UnixListener> {
+    use std::os::unix::fs::PermissionsExt;
+    clear_stale_socket(path)?;
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(format!(".{}.tmp", std::process::id()));
+    let tmp = PathBuf::from(tmp);
+    let _ = std::fs::remove_file(&tmp);
+    let l = UnixListener::bind(&tmp).map_err(|e| with_path(&e, tmp.display()))?;
+    let placed = std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600))
+        .and_then(|()| std::fs::rename(&tmp, path));
+    if let Err(e) = placed {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(with_path(&e, path.display()));
+    }
+    Ok(l)
+}
+
+/// Removes a socket file at `path` that no server answers on (left by one that died); refuses
+/// one that answers, and any other kind of file.
+fn clear_stale_socket(path: &Path) -> io::Result<()> {
     match std::fs::symlink_metadata(path) {
         // A socket nobody answers on is left over from a server that died: replace it. One that
         // answers belongs to a running server: leave it alone.
@@ -531,7 +590,7 @@ fn bind_unix(path: &Path) -> io::Result<UnixListener> {
         }
         Err(_) => {}
     }
-    UnixListener::bind(path)
+    Ok(())
 }
 
 /// A bound NBD server whose backend is running; [`Server::run`] serves until shutdown.
@@ -540,14 +599,22 @@ pub struct Server {
     config: ServeConfig,
     tcp: Option<TcpListener>,
     unix: Option<UnixListener>,
+    control: Option<UnixListener>,
     exports: Arc<[ExportInfo]>,
     ctl: Arc<Ctl>,
     owner: JoinHandle<io::Result<()>>,
     counters: Arc<ConnCounters>,
 }
 
+/// The listeners of a server: NBD on TCP and on a Unix socket, the control channel.
+type Listeners = (
+    Option<TcpListener>,
+    Option<UnixListener>,
+    Option<UnixListener>,
+);
+
 /// Checks the limits of `config` and binds its listeners (non-blocking, for the accept loop).
-fn listen(config: &ServeConfig) -> io::Result<(Option<TcpListener>, Option<UnixListener>)> {
+fn listen(config: &ServeConfig) -> io::Result<Listeners> {
     if config.limits.max_request_bytes < PREFERRED_BLOCK_BYTES {
         return Err(invalid_input(format!(
             "max_request_bytes must be at least {PREFERRED_BLOCK_BYTES}"
@@ -558,15 +625,27 @@ fn listen(config: &ServeConfig) -> io::Result<(Option<TcpListener>, Option<UnixL
             "no TCP address and no Unix socket path to listen on".into(),
         ));
     }
-    let tcp = config.tcp.map(TcpListener::bind).transpose()?;
+    let tcp = config
+        .tcp
+        .map(|a| TcpListener::bind(a).map_err(|e| with_path(&e, a)))
+        .transpose()?;
     let unix = config.unix.as_deref().map(bind_unix).transpose()?;
+    let control = match config.control.as_deref().map(bind_private).transpose() {
+        Ok(c) => c,
+        Err(e) => {
+            if let Some(p) = &config.unix {
+                let _ = std::fs::remove_file(p);
+            }
+            return Err(e);
+        }
+    };
     if let Some(l) = &tcp {
         l.set_nonblocking(true)?;
     }
-    if let Some(l) = &unix {
+    for l in [&unix, &control].into_iter().flatten() {
         l.set_nonblocking(true)?;
     }
-    Ok((tcp, unix))
+    Ok((tcp, unix, control))
 }
 
 /// The owner thread: builds the backend with `factory`, reports its exports (or why there are
@@ -608,7 +687,7 @@ impl Server {
         B: Backend + 'static,
         F: FnOnce() -> io::Result<B> + Send + 'static,
     {
-        let (tcp, unix) = listen(&config)?;
+        let (tcp, unix, control) = listen(&config)?;
         let counters = Arc::new(ConnCounters::default());
         let (ctl, owner_rx, watched) = Ctl::new()?;
         let epoll = Epoll::new()?;
@@ -628,6 +707,7 @@ impl Server {
             conns: HashMap::new(),
             backlog: Vec::new(),
             buf: vec![0u8; READ_CHUNK],
+            next_tick: Some(Instant::now()),
         };
         let owner_counters = Arc::clone(&counters);
         let owner = thread::Builder::new()
@@ -637,7 +717,7 @@ impl Server {
             Ok(Ok(e)) => e,
             Ok(Err(e)) => {
                 let _ = owner.join();
-                if let Some(p) = &config.unix {
+                for p in [&config.unix, &config.control].into_iter().flatten() {
                     let _ = std::fs::remove_file(p);
                 }
                 return Err(e);
@@ -648,6 +728,7 @@ impl Server {
             config,
             tcp,
             unix,
+            control,
             exports: exports.into(),
             ctl: Arc::new(ctl),
             owner,
@@ -658,6 +739,11 @@ impl Server {
     /// The bound TCP address (with the real port if the configuration asked for port 0).
     pub fn tcp_addr(&self) -> Option<SocketAddr> {
         self.tcp.as_ref().and_then(|l| l.local_addr().ok())
+    }
+
+    /// Whether TCP clients must start TLS.
+    pub fn tls(&self) -> bool {
+        self.config.tls.is_some()
     }
 
     /// The Unix socket path, if any.
@@ -685,6 +771,7 @@ impl Server {
             config,
             tcp,
             unix,
+            control,
             exports: _,
             ctl,
             owner,
@@ -694,9 +781,20 @@ impl Server {
         while !config.shutdown.load(Ordering::SeqCst) && !owner.is_finished() {
             let new = accept(tcp.as_ref(), unix.as_ref());
             accepted.reap();
-            let idle = new.is_empty();
+            accepted.expire(config.handshake_timeout);
+            let mut idle = new.is_empty();
             for conn in new {
                 accepted.admit(conn, &config, &ctl, &counters);
+            }
+            if let Some(l) = &control {
+                match l.accept() {
+                    Ok((s, _)) => {
+                        idle = false;
+                        spawn_control(s, &ctl);
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(e) => log::warn!("control: accept failed: {e}"),
+                }
             }
             if idle {
                 thread::sleep(ACCEPT_POLL);
@@ -706,7 +804,8 @@ impl Server {
         // Stop accepting.
         drop(tcp);
         drop(unix);
-        if let Some(p) = &config.unix {
+        drop(control);
+        for p in [&config.unix, &config.control].into_iter().flatten() {
             let _ = std::fs::remove_file(p);
         }
         // Stop reading requests; those already run have their replies sent.
@@ -748,6 +847,8 @@ fn accept(tcp: Option<&TcpListener>, unix: Option<&UnixListener>) -> Vec<io::Res
 /// end on.
 struct Accepted {
     conns: HashMap<u64, ConnEntry>,
+    /// Connections evicted or timed out, whose threads are still ending.
+    dying: Vec<ConnEntry>,
     next_id: u64,
     done_tx: mpsc::Sender<u64>,
     done_rx: mpsc::Receiver<u64>,
@@ -758,6 +859,7 @@ impl Accepted {
         let (done_tx, done_rx) = mpsc::channel::<u64>();
         Accepted {
             conns: HashMap::new(),
+            dying: Vec::new(),
             next_id: 0,
             done_tx,
             done_rx,
@@ -770,6 +872,57 @@ impl Accepted {
             if let Some(c) = self.conns.remove(&id) {
                 let _ = c.thread.join();
             }
+        }
+        let (done, dying): (Vec<_>, Vec<_>) = std::mem::take(&mut self.dying)
+            .into_iter()
+            .partition(|c| c.thread.is_finished());
+        self.dying = dying;
+        for c in done {
+            let _ = c.thread.join();
+        }
+    }
+
+    /// Disconnects connection `id` (it ends on its own; its thread is joined later).
+    fn drop_conn(&mut self, id: u64) {
+        if let Some(c) = self.conns.remove(&id) {
+            let _ = c.conn.shutdown(Shutdown::Both);
+            self.dying.push(c);
+        }
+    }
+
+    /// Disconnects the connections that have not chosen an export within `timeout`.
+    fn expire(&mut self, timeout: Duration) {
+        let late: Vec<u64> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| !c.negotiated.load(Ordering::Relaxed) && c.since.elapsed() > timeout)
+            .map(|(&id, _)| id)
+            .collect();
+        for id in late {
+            log::info!(
+                "nbd: connection {id}: no export chosen within {} s; disconnected",
+                timeout.as_secs_f64()
+            );
+            self.drop_conn(id);
+        }
+    }
+
+    /// Makes room for a new connection: disconnects the oldest one still negotiating. False
+    /// if every connection is in transmission.
+    fn evict_one(&mut self) -> bool {
+        let oldest = self
+            .conns
+            .iter()
+            .filter(|(_, c)| !c.negotiated.load(Ordering::Relaxed))
+            .min_by_key(|(id, _)| **id)
+            .map(|(&id, _)| id);
+        match oldest {
+            Some(id) => {
+                log::info!("nbd: connection {id}: disconnected to make room (it chose no export)");
+                self.drop_conn(id);
+                true
+            }
+            None => false,
         }
     }
 
@@ -788,16 +941,26 @@ impl Accepted {
                 return;
             }
         };
-        if self.conns.len() >= config.max_connections {
+        if self.conns.len() >= config.max_connections.max(1) && !self.evict_one() {
             log::warn!(
-                "nbd: {} connections already, refusing another",
+                "nbd: {} connections in transmission already (--max-connections), refusing \
+                 another",
                 self.conns.len()
             );
             return;
         }
         let id = self.next_id;
         self.next_id += 1;
-        match spawn_connection(id, conn, config, ctl, &self.done_tx, counters) {
+        let ctx = ConnCtx {
+            ctl: Arc::clone(ctl),
+            counters: Arc::clone(counters),
+            done_tx: self.done_tx.clone(),
+            max_inflight: config.max_inflight_per_connection,
+            max_inflight_bytes: config.max_inflight_bytes_per_connection,
+            tls: config.tls.clone(),
+            limits: config.limits,
+        };
+        match start_connection(id, conn, &ctx) {
             Ok(entry) => {
                 self.conns.insert(id, entry);
             }
@@ -824,6 +987,9 @@ impl Accepted {
             let _ = c.conn.shutdown(Shutdown::Both);
             let _ = c.thread.join();
         }
+        for c in self.dying {
+            let _ = c.thread.join();
+        }
     }
 }
 
@@ -833,46 +999,210 @@ struct ConnEntry {
     conn: Conn,
     /// The connection's writer thread; it ends last.
     thread: JoinHandle<()>,
+    /// The client has chosen an export.
+    negotiated: Arc<AtomicBool>,
+    /// When it connected.
+    since: Instant,
 }
 
-/// Starts connection `id`'s writer thread and hands the connection to the owner.
-fn spawn_connection(
-    id: u64,
-    conn: Conn,
-    config: &ServeConfig,
-    ctl: &Arc<Ctl>,
-    done_tx: &mpsc::Sender<u64>,
-    counters: &Arc<ConnCounters>,
-) -> io::Result<ConnEntry> {
-    let handle = conn.try_clone()?;
-    let reader = conn.try_clone()?;
-    let outbox = Arc::new(Outbox::new(
+/// What starting a connection needs: the way to the owner, the counters, the accept loop's
+/// channel for ended connections, the per-connection limits and the TLS configuration.
+#[derive(Clone, Debug)]
+pub(super) struct ConnCtx {
+    ctl: Arc<Ctl>,
+    counters: Arc<ConnCounters>,
+    done_tx: mpsc::Sender<u64>,
+    max_inflight: usize,
+    max_inflight_bytes: usize,
+    /// TLS for TCP connections (`None`: plaintext).
+    pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// The NBD limits (for the session before TLS).
+    pub limits: SessionLimits,
+}
+
+/// A connection handed to [`spawn_connection`].
+#[derive(Debug)]
+pub(super) struct NewConn {
+    /// Its id.
+    pub id: u64,
+    /// Its socket (for TLS: the plaintext end of the pump's socket pair).
+    pub conn: Conn,
+    /// Set once the client chose an export.
+    pub negotiated: Arc<AtomicBool>,
+    /// The session that started TLS, if it did.
+    pub before_tls: Option<Session>,
+    /// Report the end on the accept loop's channel (not for TLS: its pump thread does).
+    pub report_end: bool,
+}
+
+/// Starts a connection's writer thread and hands the connection to the owner; the writer's
+/// handle.
+pub(super) fn spawn_connection(n: NewConn, ctx: &ConnCtx) -> io::Result<JoinHandle<()>> {
+    let NewConn {
         id,
         conn,
-        config.max_inflight_per_connection,
-        config.max_inflight_bytes_per_connection,
-        Some(Arc::clone(ctl)),
-    ));
+        negotiated,
+        before_tls,
+        report_end,
+    } = n;
+    let reader = conn.try_clone()?;
+    let mut outbox = Outbox::new(
+        id,
+        conn,
+        ctx.max_inflight,
+        ctx.max_inflight_bytes,
+        Some(Arc::clone(&ctx.ctl)),
+    );
+    outbox.negotiated = negotiated;
+    let outbox = Arc::new(outbox);
     let writer_outbox = Arc::clone(&outbox);
-    let done_tx = done_tx.clone();
-    let thread_counters = Arc::clone(counters);
+    let done_tx = report_end.then(|| ctx.done_tx.clone());
+    let thread_counters = Arc::clone(&ctx.counters);
     let thread = thread::Builder::new()
         .name(format!("nbd-write-{id}"))
         .spawn(move || {
             writer_main(&writer_outbox);
             thread_counters.active.fetch_sub(1, Ordering::Relaxed);
-            let _ = done_tx.send(id);
+            if let Some(tx) = done_tx {
+                let _ = tx.send(id);
+            }
         })?;
-    counters.active.fetch_add(1, Ordering::Relaxed);
-    counters.total.fetch_add(1, Ordering::Relaxed);
-    if !ctl.post(OwnerMsg::Conn(id, reader, Arc::clone(&outbox))) {
+    ctx.counters.active.fetch_add(1, Ordering::Relaxed);
+    ctx.counters.total.fetch_add(1, Ordering::Relaxed);
+    if !ctx
+        .ctl
+        .post(OwnerMsg::Conn(id, reader, Arc::clone(&outbox), before_tls))
+    {
         // The owner has stopped: let the writer finish at once.
         outbox.reader_done();
     }
+    Ok(thread)
+}
+
+/// Starts connection `id`: over TLS (a pump thread that does the STARTTLS negotiation and
+/// then carries the plaintext to the owner, [`super::tls`]) for TCP when TLS is configured,
+/// else directly.
+fn start_connection(id: u64, conn: Conn, ctx: &ConnCtx) -> io::Result<ConnEntry> {
+    let handle = conn.try_clone()?;
+    let negotiated: Arc<AtomicBool> = Arc::default();
+    let thread = match (&conn, &ctx.tls) {
+        (Conn::Tcp(_), Some(_)) => {
+            let (c, n) = (ctx.clone(), Arc::clone(&negotiated));
+            let Conn::Tcp(tcp) = conn else {
+                return Err(io::Error::other("not TCP"));
+            };
+            thread::Builder::new()
+                .name(format!("nbd-tls-{id}"))
+                .spawn(move || super::tls::pump_main(id, &tcp, &c, n))?
+        }
+        _ => spawn_connection(
+            NewConn {
+                id,
+                conn,
+                negotiated: Arc::clone(&negotiated),
+                before_tls: None,
+                report_end: true,
+            },
+            ctx,
+        )?,
+    };
     Ok(ConnEntry {
         conn: handle,
         thread,
+        negotiated,
+        since: Instant::now(),
     })
+}
+
+impl ConnCtx {
+    /// Tells the accept loop that connection `id` ended (TLS pump threads, at their end).
+    pub(super) fn report_end(&self, id: u64) {
+        let _ = self.done_tx.send(id);
+    }
+}
+
+/// Longest control-channel request, in bytes.
+const MAX_CONTROL_LINE: u64 = 1 << 20;
+
+/// Serves one control-channel connection on a thread of its own: each line is handed to the
+/// owner thread, which answers it between client requests.
+fn spawn_control(stream: UnixStream, ctl: &Arc<Ctl>) {
+    if let Err(e) = stream
+        .set_nonblocking(false)
+        .and_then(|()| check_peer(&stream))
+    {
+        log::warn!("control: connection refused: {e}");
+        return;
+    }
+    let ctl = Arc::clone(ctl);
+    let spawned = thread::Builder::new()
+        .name("nbd-control".into())
+        .spawn(move || {
+            if let Err(e) = control_main(stream, &ctl) {
+                log::debug!("control: connection ended: {e}");
+            }
+        });
+    if let Err(e) = spawned {
+        log::warn!("control: cannot start a thread: {e}");
+    }
+}
+
+/// Refuses a control client of another user (the socket's mode already keeps them out; this
+/// holds even if someone loosened it).
+fn check_peer(stream: &UnixStream) -> io::Result<()> {
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: `cred` and `len` are valid for the call; the descriptor is open.
+    let r = unsafe {
+        libc::getsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&raw mut cred).cast(),
+            &raw mut len,
+        )
+    };
+    cvt(r)?;
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    if cred.uid == me || cred.uid == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!("user {} is not this server's owner", cred.uid),
+        ))
+    }
+}
+
+/// Reads request lines, has the owner answer each, writes the answers back.
+fn control_main(stream: UnixStream, ctl: &Ctl) -> io::Result<()> {
+    use std::io::BufRead;
+    let mut reader = io::BufReader::new(stream.try_clone()?);
+    let mut out = stream;
+    loop {
+        let mut line = String::new();
+        let n = (&mut reader).take(MAX_CONTROL_LINE).read_line(&mut line)?;
+        if n == 0 {
+            return Ok(());
+        }
+        if !line.ends_with('\n') {
+            return Err(invalid_input("request line too long or cut off".into()));
+        }
+        let (tx, rx) = mpsc::channel();
+        if !ctl.post(OwnerMsg::Control(line.trim_end().to_string(), tx)) {
+            return Ok(());
+        }
+        let Ok(mut answer) = rx.recv() else {
+            return Ok(());
+        };
+        answer.push('\n');
+        out.write_all(answer.as_bytes())?;
+    }
 }
 
 /// A connection's writer thread: writes (blocking) what the socket did not take at once, in
@@ -930,6 +1260,8 @@ struct Live {
     outbox: Arc<Outbox>,
     /// Not watched for input until the writer has sent part of its queue.
     paused: bool,
+    /// The session has chosen an export (told to the accept loop through the outbox).
+    negotiated: bool,
 }
 
 /// The owner thread's state: the only place the backend is touched.
@@ -944,6 +1276,8 @@ struct Owner {
     /// Connections that may have work without new input (turn cut short, just resumed, new).
     backlog: Vec<u64>,
     buf: Vec<u8>,
+    /// When [`Backend::tick`] is due (`None`: at the next client request).
+    next_tick: Option<Instant>,
 }
 
 /// How one connection's turn ended.
@@ -960,8 +1294,7 @@ enum Turn {
 
 impl Owner {
     fn run<B: Backend>(mut self, mut backend: B, counters: &ConnCounters) -> io::Result<()> {
-        let exports = Arc::clone(&self.exports);
-        let mut recorder = Recorder::new(&exports);
+        let mut recorder = Recorder::new(&self.exports);
         let stats_path = self.cfg.stats_path.clone();
         let write_stats = |recorder: &mut Recorder, backend: &B, is_final: bool| {
             if let Some(path) = &stats_path {
@@ -985,6 +1318,10 @@ impl Owner {
                 }
                 timeout = Some(next_stats.saturating_duration_since(now));
             }
+            if let Some(t) = self.next_tick {
+                let left = t.saturating_duration_since(Instant::now());
+                timeout = Some(timeout.map_or(left, |x: Duration| x.min(left)));
+            }
             if !self.backlog.is_empty() {
                 timeout = Some(Duration::ZERO);
             }
@@ -996,14 +1333,22 @@ impl Owner {
             ready.append(&mut self.backlog);
             if let Some(i) = ready.iter().position(|&t| t == WAKE_TOKEN) {
                 ready.swap_remove(i);
-                if !self.take_messages(&mut ready) {
+                let mut controls = Vec::new();
+                let go_on = self.take_messages(&mut ready, &mut controls);
+                for (request, reply) in controls {
+                    let _ = reply.send(backend.control(&request));
+                    self.refresh_exports(&backend, &mut recorder);
+                }
+                if !go_on {
                     break 'serve;
                 }
             }
             // Each ready connection once per round, in id order (connections take turns).
             ready.sort_unstable();
             ready.dedup();
+            let exports = Arc::clone(&self.exports);
             self.serve_round(&ready, &mut backend, &exports, &mut recorder);
+            self.tick(&mut backend, !ready.is_empty());
         }
         // Connections still open (the control channel went away without StopReading).
         let ids: Vec<u64> = self.conns.keys().copied().collect();
@@ -1016,6 +1361,41 @@ impl Owner {
             return Err(e);
         }
         result.map_err(|e| io::Error::other(format!("backend shutdown failed: {e}")))
+    }
+
+    /// Runs the backend's background work when it is due; `served` tells that connections had
+    /// a turn this round (which makes a backend that asked to wait for them due again).
+    fn tick<B: Backend>(&mut self, backend: &mut B, served: bool) {
+        let now = Instant::now();
+        let due = match self.next_tick {
+            Some(t) => t <= now,
+            None => served,
+        };
+        if due {
+            self.next_tick = backend.tick().map(|d| Instant::now() + d);
+        }
+    }
+
+    /// Takes the backend's export list again after a control request (exports are appended
+    /// or marked removed, never moved).
+    fn refresh_exports<B: Backend>(&mut self, backend: &B, recorder: &mut Recorder) {
+        let new = backend.exports();
+        if new.as_slice() == &*self.exports {
+            return;
+        }
+        if new.len() < self.exports.len() {
+            log::warn!("nbd: the backend dropped exports from its list; keeping the old list");
+            return;
+        }
+        if let Err(e) = validate_exports(&new) {
+            log::warn!("nbd: the backend's new export list is invalid ({e}); keeping the old one");
+            return;
+        }
+        for e in new.iter().skip(self.exports.len()) {
+            log::info!("nbd: new export {:?}: {} bytes", e.name, e.size_bytes);
+        }
+        self.exports = new.into();
+        recorder.grow(&self.exports);
     }
 
     /// Gives each connection of `ready` (sorted, no repeats) one turn.
@@ -1033,7 +1413,12 @@ impl Owner {
             if live.paused {
                 continue;
             }
-            match turn(live, &mut self.buf, backend, exports, recorder) {
+            let t = turn(live, &mut self.buf, backend, exports, recorder);
+            if !live.negotiated && live.session.export().is_some() {
+                live.negotiated = true;
+                live.outbox.negotiated.store(true, Ordering::Relaxed);
+            }
+            match t {
                 Turn::Waiting => {}
                 Turn::More => self.backlog.push(id),
                 Turn::Paused => {
@@ -1048,8 +1433,13 @@ impl Owner {
         }
     }
 
-    /// Handles what the accept loop and the writers posted; false once the owner must stop.
-    fn take_messages(&mut self, ready: &mut Vec<u64>) -> bool {
+    /// Handles what the accept loop and the writers posted (control requests are put in
+    /// `controls`, for the caller to run); false once the owner must stop.
+    fn take_messages(
+        &mut self,
+        ready: &mut Vec<u64>,
+        controls: &mut Vec<(String, mpsc::Sender<String>)>,
+    ) -> bool {
         let mut wake = [0u8; 64];
         let mut hung_up = false;
         loop {
@@ -1065,13 +1455,17 @@ impl Owner {
         }
         loop {
             match self.rx.try_recv() {
-                Ok(OwnerMsg::Conn(id, reader, outbox)) => {
+                Ok(OwnerMsg::Conn(id, reader, outbox, before_tls)) => {
                     if let Err(e) = self.epoll.add(reader.raw_fd(), id) {
                         log::warn!("nbd: connection {id}: cannot watch the socket: {e}");
                         outbox.reader_done();
                         continue;
                     }
-                    let session = Session::new(Arc::clone(&self.exports), self.cfg.limits);
+                    let exports = Arc::clone(&self.exports);
+                    let session = match before_tls {
+                        Some(s) => s.after_tls(exports),
+                        None => Session::new(exports, self.cfg.limits),
+                    };
                     self.conns.insert(
                         id,
                         Live {
@@ -1079,6 +1473,7 @@ impl Owner {
                             reader,
                             outbox,
                             paused: false,
+                            negotiated: false,
                         },
                     );
                     // The greeting is due at once.
@@ -1108,6 +1503,7 @@ impl Owner {
                         self.finish(id);
                     }
                 }
+                Ok(OwnerMsg::Control(request, reply)) => controls.push((request, reply)),
                 Ok(OwnerMsg::Shutdown) | Err(mpsc::TryRecvError::Disconnected) => return false,
                 Err(mpsc::TryRecvError::Empty) => return !hung_up,
             }
@@ -1162,6 +1558,8 @@ fn turn<B: Backend>(
                 }
             }
             Some(Action::Close(reason)) => return Turn::Over(Some(reason)),
+            // TLS starts before the owner sees a connection (super::tls); never here.
+            Some(Action::StartTls) => return Turn::Over(None),
             None if read => return Turn::Waiting,
             None => {
                 read = true;

@@ -96,6 +96,9 @@ pub enum Action {
     Send(Vec<u8>),
     /// Run this request on the backend and send its reply.
     Execute(Request),
+    /// The client asked for TLS and was told yes (the reply is the previous `Send`): do the
+    /// TLS handshake now, then go on with [`Session::after_tls`] over the encrypted stream.
+    StartTls,
     /// Stop reading; send the replies still due, then close the connection.
     Close(CloseReason),
 }
@@ -130,11 +133,24 @@ enum State {
     Closed,
 }
 
+/// Where a session stands with TLS.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tls {
+    /// Not offered: `NBD_OPT_STARTTLS` is unsupported (a Unix socket, or `--insecure`).
+    Off,
+    /// Required and not yet started: only `NBD_OPT_STARTTLS` and `NBD_OPT_ABORT` are
+    /// answered; every other option gets `NBD_REP_ERR_TLS_REQD` (nbdkit's `--tls=require`).
+    Required,
+    /// Running: the session goes on over TLS.
+    Active,
+}
+
 /// The state of one connection.
 #[derive(Debug)]
 pub struct Session {
     exports: Arc<[ExportInfo]>,
     limits: SessionLimits,
+    tls: Tls,
     state: State,
     no_zeroes: bool,
     export: Option<usize>,
@@ -163,6 +179,7 @@ impl Session {
         Session {
             exports,
             limits,
+            tls: Tls::Off,
             state: State::ClientFlags,
             no_zeroes: false,
             export: None,
@@ -170,6 +187,39 @@ impl Session {
             pos: 0,
             pending,
         }
+    }
+
+    /// A new session on a connection that must start TLS before anything else (see
+    /// [`Tls::Required`]); its first action sends the greeting.
+    pub fn tls_required(exports: Arc<[ExportInfo]>, limits: SessionLimits) -> Self {
+        Session {
+            tls: Tls::Required,
+            ..Session::new(exports, limits)
+        }
+    }
+
+    /// The session that goes on over TLS after `self` emitted [`Action::StartTls`]: option
+    /// haggling continues (no second greeting), with `exports`.
+    #[must_use]
+    pub fn after_tls(self, exports: Arc<[ExportInfo]>) -> Session {
+        Session {
+            exports,
+            tls: Tls::Active,
+            state: State::OptionHeader,
+            input: Vec::new(),
+            pos: 0,
+            pending: VecDeque::new(),
+            ..self
+        }
+    }
+
+    /// Bytes received but not yet used (after [`Action::StartTls`]: the start of the client's
+    /// TLS handshake, if it sent it early).
+    pub fn take_input(&mut self) -> Vec<u8> {
+        let rest = self.input.get(self.pos..).unwrap_or_default().to_vec();
+        self.input.clear();
+        self.pos = 0;
+        rest
     }
 
     /// Appends bytes received from the client.
@@ -362,18 +412,22 @@ impl Session {
 
     fn find_export(&self, name: &[u8]) -> Option<usize> {
         if name.is_empty() {
-            // The empty name is the default export: the first one.
-            return if self.exports.is_empty() {
-                None
-            } else {
-                Some(0)
-            };
+            // The empty name is the default export: the first one still there.
+            return self.exports.iter().position(|e| !e.removed);
         }
-        self.exports.iter().position(|e| e.name.as_bytes() == name)
+        self.exports
+            .iter()
+            .position(|e| !e.removed && e.name.as_bytes() == name)
     }
 
     fn option(&mut self, option: u32, data: &[u8]) {
         let mut out = Vec::new();
+        if self.tls == Tls::Required && self.option_before_tls(option, data, &mut out) {
+            if !out.is_empty() {
+                self.pending.push_back(Action::Send(out));
+            }
+            return;
+        }
         match option {
             proto::OPT_EXPORT_NAME => {
                 let Some(i) = self.find_export(data) else {
@@ -398,7 +452,7 @@ impl Session {
             }
             proto::OPT_LIST => {
                 if data.is_empty() {
-                    for e in self.exports.iter() {
+                    for e in self.exports.iter().filter(|e| !e.removed) {
                         let mut d = Vec::with_capacity(4 + e.name.len() + e.description.len());
                         d.extend_from_slice(&(e.name.len() as u32).to_be_bytes());
                         d.extend_from_slice(e.name.as_bytes());
@@ -416,8 +470,16 @@ impl Session {
                 }
             }
             proto::OPT_INFO | proto::OPT_GO => self.info_or_go(option, data, &mut out),
+            proto::OPT_STARTTLS if self.tls == Tls::Active => {
+                proto::push_option_reply(
+                    &mut out,
+                    option,
+                    proto::REP_ERR_INVALID,
+                    b"TLS is already running",
+                );
+            }
             _ => {
-                // STARTTLS, STRUCTURED_REPLY, META_CONTEXT and anything unknown.
+                // STARTTLS without TLS, STRUCTURED_REPLY, META_CONTEXT and anything unknown.
                 proto::push_option_reply(
                     &mut out,
                     option,
@@ -428,6 +490,46 @@ impl Session {
         }
         if !out.is_empty() {
             self.pending.push_back(Action::Send(out));
+        }
+    }
+
+    /// Options before TLS on a connection that requires it; true if handled (everything but
+    /// `NBD_OPT_ABORT`).
+    fn option_before_tls(&mut self, option: u32, data: &[u8], out: &mut Vec<u8>) -> bool {
+        match option {
+            proto::OPT_ABORT => false,
+            proto::OPT_STARTTLS if data.is_empty() => {
+                proto::push_option_reply(out, option, proto::REP_ACK, &[]);
+                self.pending.push_back(Action::Send(std::mem::take(out)));
+                self.pending.push_back(Action::StartTls);
+                // Nothing more is read in plaintext.
+                self.state = State::Closed;
+                true
+            }
+            proto::OPT_STARTTLS => {
+                proto::push_option_reply(
+                    out,
+                    option,
+                    proto::REP_ERR_INVALID,
+                    b"NBD_OPT_STARTTLS takes no data",
+                );
+                true
+            }
+            proto::OPT_EXPORT_NAME => {
+                self.close(CloseReason::Protocol(
+                    "TLS is required before choosing an export",
+                ));
+                true
+            }
+            _ => {
+                proto::push_option_reply(
+                    out,
+                    option,
+                    proto::REP_ERR_TLS_REQD,
+                    b"this server requires TLS: use NBD_OPT_STARTTLS",
+                );
+                true
+            }
         }
     }
 
@@ -601,5 +703,58 @@ impl Session {
             );
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn option(code: u32, data: &[u8]) -> Vec<u8> {
+        let mut o = proto::IHAVEOPT.to_be_bytes().to_vec();
+        o.extend_from_slice(&code.to_be_bytes());
+        o.extend_from_slice(&(data.len() as u32).to_be_bytes());
+        o.extend_from_slice(data);
+        o
+    }
+
+    /// The reply type of the option reply `bytes` (magic, option, type, length).
+    fn reply_type(bytes: &[u8]) -> u32 {
+        be_u32(bytes, 12)
+    }
+
+    /// A session that requires TLS answers every option but STARTTLS and ABORT with
+    /// `NBD_REP_ERR_TLS_REQD`, acknowledges STARTTLS and stops reading plaintext; after TLS
+    /// it serves options (and refuses a second STARTTLS).
+    #[test]
+    fn a_tls_session_refuses_everything_before_starttls() {
+        let exports: Arc<[ExportInfo]> = vec![ExportInfo::new("lun0", 1 << 20)].into();
+        let mut s = Session::tls_required(Arc::clone(&exports), SessionLimits::default());
+        assert!(matches!(s.next_action(), Some(Action::Send(_))), "greeting");
+        s.feed(&3u32.to_be_bytes());
+        s.feed(&option(proto::OPT_LIST, &[]));
+        let Some(Action::Send(r)) = s.next_action() else {
+            panic!("no reply")
+        };
+        assert_eq!(reply_type(&r), proto::REP_ERR_TLS_REQD);
+        s.feed(&option(proto::OPT_STARTTLS, &[]));
+        let Some(Action::Send(r)) = s.next_action() else {
+            panic!("no reply")
+        };
+        assert_eq!(reply_type(&r), proto::REP_ACK);
+        assert_eq!(s.next_action(), Some(Action::StartTls));
+        s.feed(b"\x16\x03\x01");
+        assert_eq!(s.next_action(), None, "no plaintext after STARTTLS");
+        let mut s = s.after_tls(exports);
+        s.feed(&option(proto::OPT_STARTTLS, &[]));
+        let Some(Action::Send(r)) = s.next_action() else {
+            panic!("no reply")
+        };
+        assert_eq!(reply_type(&r), proto::REP_ERR_INVALID);
+        s.feed(&option(proto::OPT_LIST, &[]));
+        let Some(Action::Send(r)) = s.next_action() else {
+            panic!("no reply")
+        };
+        assert_eq!(reply_type(&r), proto::REP_SERVER);
     }
 }

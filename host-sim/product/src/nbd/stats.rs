@@ -219,25 +219,32 @@ pub(crate) struct Recorder {
 impl Recorder {
     pub fn new(exports: &[ExportInfo]) -> Self {
         let now = Instant::now();
-        Recorder {
+        let mut r = Recorder {
             started: now,
             last_snapshot: now,
-            exports: exports
-                .iter()
-                .map(|e| ExportRecorder {
-                    name: e.name.clone(),
-                    size_bytes: e.size_bytes,
-                    ops: OpCounts::default(),
-                    bytes: ByteCounts::default(),
-                    errors: 0,
-                    unaligned: 0,
-                    by_kind: (0..KINDS.len()).map(|_| new_histogram()).collect(),
-                    all: new_histogram(),
-                    interval: new_histogram(),
-                    prev_ops: OpCounts::default(),
-                    prev_bytes: ByteCounts::default(),
-                })
-                .collect(),
+            exports: Vec::new(),
+        };
+        r.grow(exports);
+        r
+    }
+
+    /// Starts recording the exports of `exports` past those known (exports appended while
+    /// serving, see [`super::Backend::exports`]).
+    pub fn grow(&mut self, exports: &[ExportInfo]) {
+        for e in exports.iter().skip(self.exports.len()) {
+            self.exports.push(ExportRecorder {
+                name: e.name.clone(),
+                size_bytes: e.size_bytes,
+                ops: OpCounts::default(),
+                bytes: ByteCounts::default(),
+                errors: 0,
+                unaligned: 0,
+                by_kind: (0..KINDS.len()).map(|_| new_histogram()).collect(),
+                all: new_histogram(),
+                interval: new_histogram(),
+                prev_ops: OpCounts::default(),
+                prev_bytes: ByteCounts::default(),
+            });
         }
     }
 

@@ -2,52 +2,22 @@
 //! from the pool's own [`Status`] and LUN table; one definition for both commands (`raidcore`
 //! and `raidcore-sim`), printed as text ([`text`]) or JSON ([`json`]).
 
+pub mod explain;
 pub mod json;
 pub mod text;
 
 use std::path::Path;
 
-use raidcore::pool::Status;
-use raidcore::raid::{DiskErrors, DiskState};
+use raidcore::pool::{Stats, Status};
+use raidcore::raid::{DiskState, Geometry};
 use raidcore_hal::BlockDevice;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
+pub use crate::dir::records::{ErrorCounts, ScanRecord};
 use crate::dir::{DirMeta, HostPool, ImageInfo, image_name, image_of_slot};
 
-/// Error counters of one member, as `status` reports them: the fields of the core's
-/// [`DiskErrors`], kept here so that the JSON names scripts read are fixed by this interface and
-/// not by the core's own encoding.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct ErrorCounts {
-    /// Failed reads.
-    pub read: u32,
-    /// Failed writes.
-    pub write: u32,
-    /// Latent sector errors.
-    pub medium: u32,
-    /// Retryable errors.
-    pub transient: u32,
-    /// Checksum mismatches.
-    pub checksum: u32,
-    /// Blocks repaired.
-    pub repaired: u32,
-}
-
-impl From<DiskErrors> for ErrorCounts {
-    fn from(e: DiskErrors) -> Self {
-        ErrorCounts {
-            read: e.read,
-            write: e.write,
-            medium: e.medium,
-            transient: e.transient,
-            checksum: e.checksum,
-            repaired: e.repaired,
-        }
-    }
-}
-
 /// One member slot in [`DirStatus`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DiskReport {
     /// Member slot.
     pub index: usize,
@@ -57,12 +27,13 @@ pub struct DiskReport {
     pub present: bool,
     /// The image file in the slot, if known.
     pub image: Option<String>,
-    /// Error counters since the pool was opened.
+    /// Error counters since records began or the last `clear` (units: see
+    /// [`crate::dir::records`]).
     pub errors: ErrorCounts,
 }
 
 /// One LUN in [`DirStatus`]; sizes in bytes.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LunReport {
     /// LUN number.
     pub id: u16,
@@ -80,8 +51,24 @@ pub struct LunReport {
     pub parity_bytes: u64,
 }
 
+/// Background work as a server runs it: its rate policy, how fast the rebuild or scrub goes,
+/// when it should end, and the write-back cache.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Background {
+    /// The rate policy (`share:25` or `rate:50M`, see `serve --background`).
+    pub policy: String,
+    /// Member bytes the rebuild or scrub read per second, over the last few seconds.
+    pub rate_bytes_per_s: f64,
+    /// Seconds until the rebuild or scrub ends at that rate.
+    pub eta_s: Option<f64>,
+    /// Buffered writes are written out this long after the last write, in milliseconds.
+    pub destage_delay_ms: u64,
+    /// Writes acknowledged but not yet written out (the next destage or flush does).
+    pub unflushed: bool,
+}
+
 /// Progress of a rebuild (in stripes) or scrub (in segments).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Progress {
     /// The member slot being rebuilt.
     pub disk: Option<usize>,
@@ -92,7 +79,7 @@ pub struct Progress {
 }
 
 /// What `status` reports (like `zpool status`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DirStatus {
     /// The directory.
     pub dir: String,
@@ -130,6 +117,34 @@ pub struct DirStatus {
     pub compression_ratio: f64,
     /// Generation of the last checkpoint.
     pub root_gen: u64,
+    /// Bytes of every log segment (what the pool can hold, metadata and reserves included).
+    #[serde(default)]
+    pub capacity_bytes: u64,
+    /// Dead bytes the cleaner can reclaim.
+    #[serde(default)]
+    pub dead_bytes: u64,
+    /// The last scrub that finished (none on a pool never scrubbed).
+    #[serde(default)]
+    pub last_scrub: Option<ScanRecord>,
+    /// The last rebuild that finished.
+    #[serde(default)]
+    pub last_rebuild: Option<ScanRecord>,
+    /// The scrub in progress is paused.
+    #[serde(default)]
+    pub scrub_paused: bool,
+    /// What this status shows: `live` (an open pool, or a server's), or `last checkpoint`
+    /// (a stopped pool, read without writing: the state its last checkpoint recorded).
+    #[serde(default)]
+    pub view: String,
+    /// A server's background work, when a server answered.
+    #[serde(default)]
+    pub background: Option<Background>,
+    /// What is wrong, in words (`status:` of the text form), if anything.
+    #[serde(default)]
+    pub problem: Option<String>,
+    /// What to do about it (`action:`).
+    #[serde(default)]
+    pub action: Option<String>,
 }
 
 /// Lower-case name of a member state.
@@ -142,6 +157,27 @@ pub const fn disk_state_name(s: DiskState) -> &'static str {
     }
 }
 
+/// What [`DirStatus::from_parts`] is made of: the pool's (or a peek's) own reports.
+#[derive(Debug)]
+pub struct Parts<'a> {
+    /// The pool's status.
+    pub st: Status,
+    /// Its counters.
+    pub stats: Stats,
+    /// Its geometry.
+    pub geo: Geometry,
+    /// Its LUNs.
+    pub luns: Vec<LunReport>,
+    /// Capacity clients can fill.
+    pub usable_bytes: u64,
+    /// The directory.
+    pub dir: &'a Path,
+    /// Its description.
+    pub meta: &'a DirMeta,
+    /// Its images.
+    pub images: &'a [ImageInfo],
+}
+
 impl DirStatus {
     /// The status of `pool`, open from the images `images` of the directory `dir` described
     /// by `meta`. (`&mut`: the pool's statistics walk its LUN table.)
@@ -151,18 +187,33 @@ impl DirStatus {
         meta: &DirMeta,
         images: &[ImageInfo],
     ) -> DirStatus {
-        let st: Status = pool.status();
-        let stats = pool.stats();
-        let geo = *pool.array().geometry();
+        DirStatus::from_parts(Parts {
+            st: pool.status(),
+            stats: pool.stats(),
+            geo: *pool.array().geometry(),
+            luns: lun_reports(pool),
+            usable_bytes: pool.usable_bytes(),
+            dir,
+            meta,
+            images,
+        })
+    }
+
+    /// The status from the pool's own reports (`view` "live"; the caller changes it for a
+    /// look at a stopped pool).
+    #[must_use]
+    pub fn from_parts(p: Parts<'_>) -> DirStatus {
+        let (st, stats, geo) = (p.st, p.stats, p.geo);
+        let bb = geo.block_bytes() as u64;
         DirStatus {
-            dir: dir.display().to_string(),
+            dir: p.dir.display().to_string(),
             health: st.health.name().to_string(),
             level: geo.level().name().to_string(),
             strip_bytes: geo.strip_bytes() as u64,
-            model: meta.model.clone(),
-            disks: disk_reports(&st, images),
+            model: p.meta.model.clone(),
+            disks: disk_reports(&st, p.images, bb),
             spares: usize::from(st.spares),
-            images: images.to_vec(),
+            images: p.images.to_vec(),
             rebuild: st.rebuild.map(|(slot, done, total)| Progress {
                 disk: Some(usize::from(slot)),
                 done,
@@ -176,16 +227,25 @@ impl DirStatus {
             scrub_repaired_blocks: st.scrub_repaired,
             scrub_unrepairable_blocks: st.scrub_unrepairable,
             bad_ranges: st.bad_ranges,
-            luns: lun_reports(pool),
-            usable_bytes: pool.usable_bytes(),
+            luns: p.luns,
+            usable_bytes: p.usable_bytes,
             live_bytes: stats.live_bytes,
             compression_ratio: stats.compression_ratio(),
             root_gen: st.root_gen,
+            capacity_bytes: u64::from(stats.segments) * stats.segment_bytes,
+            dead_bytes: stats.dead_bytes,
+            last_scrub: None,
+            last_rebuild: None,
+            scrub_paused: false,
+            view: "live".into(),
+            background: None,
+            problem: None,
+            action: None,
         }
     }
 }
 
-fn disk_reports(st: &Status, images: &[ImageInfo]) -> Vec<DiskReport> {
+fn disk_reports(st: &Status, images: &[ImageInfo], block_bytes: u64) -> Vec<DiskReport> {
     st.disks
         .iter()
         .map(|d| {
@@ -199,22 +259,28 @@ fn disk_reports(st: &Status, images: &[ImageInfo]) -> Vec<DiskReport> {
                     .then(|| image_of_slot(images, slot))
                     .flatten()
                     .map(image_name),
-                errors: d.errors.into(),
+                errors: ErrorCounts::of(d.errors, block_bytes),
             }
         })
         .collect()
 }
 
-fn lun_reports<D: BlockDevice>(pool: &HostPool<D>) -> Vec<LunReport> {
-    pool.luns()
-        .map(|l| LunReport {
-            id: l.id,
-            name: l.name.as_str().to_string(),
-            size_bytes: l.blocks * 4096,
-            logical_bytes: l.logical_bytes,
-            physical_bytes: l.physical_bytes,
-            stored_bytes: l.stored_bytes,
-            parity_bytes: l.parity_bytes,
-        })
-        .collect()
+/// Every LUN of `pool` as `status` reports it.
+#[must_use]
+pub fn lun_reports<D: BlockDevice>(pool: &HostPool<D>) -> Vec<LunReport> {
+    luns_of(pool.luns())
+}
+
+/// LUNs as `status` reports them.
+pub fn luns_of(luns: impl Iterator<Item = raidcore::pool::LunInfo>) -> Vec<LunReport> {
+    luns.map(|l| LunReport {
+        id: l.id,
+        name: l.name.as_str().to_string(),
+        size_bytes: l.blocks * 4096,
+        logical_bytes: l.logical_bytes,
+        physical_bytes: l.physical_bytes,
+        stored_bytes: l.stored_bytes,
+        parity_bytes: l.parity_bytes,
+    })
+    .collect()
 }

@@ -15,6 +15,19 @@ impl DirStatus {
         let mut s = String::new();
         let _ = writeln!(s, "  pool: {}", self.dir);
         let _ = writeln!(s, " state: {}", self.health.to_uppercase());
+        if let Some(p) = &self.problem {
+            let _ = writeln!(s, "status: {p}");
+        }
+        if let Some(a) = &self.action {
+            let _ = writeln!(s, "action: {a}");
+        }
+        if self.view != "live" {
+            let _ = writeln!(
+                s,
+                "  view: the {} (the pool is not open; nothing was written)",
+                self.view
+            );
+        }
         let _ = writeln!(
             s,
             "layout: {} strip {}, {} disks, model {}",
@@ -35,18 +48,30 @@ impl DirStatus {
         s
     }
 
-    /// The `scan:` line: a rebuild, a scrub, or what the last scrub found.
+    /// The `scan:` line: a rebuild or scrub in progress (with its rate and ETA when a server
+    /// runs it), or the last ones that finished.
     fn write_scan(&self, s: &mut String) {
+        #[allow(clippy::cast_sign_loss)] // clamped at 0 first
+        let rate = self.background.as_ref().map_or(String::new(), |b| {
+            let eta = b
+                .eta_s
+                .map_or(String::new(), |e| format!(", {} to go", seconds(e)));
+            format!(
+                ", {}/s{eta} (policy {})",
+                format_bytes(b.rate_bytes_per_s.max(0.0) as u64),
+                b.policy
+            )
+        });
         if let Some(r) = self.rebuild.filter(|r| r.total == 0) {
             let _ = writeln!(
                 s,
-                "  scan: rebuild of disk {} starting (resumes whenever the pool is used)",
+                "  scan: rebuild of disk {} starting (runs while the pool is served)",
                 r.disk.unwrap_or(0)
             );
         } else if let Some(r) = self.rebuild {
             let _ = writeln!(
                 s,
-                "  scan: rebuilding disk {} — {} of {} stripes ({:.1} %)",
+                "  scan: rebuilding disk {} — {} of {} stripes ({:.1} %){rate}",
                 r.disk.unwrap_or(0),
                 r.done,
                 r.total,
@@ -55,16 +80,49 @@ impl DirStatus {
         } else if let Some(r) = self.scrub {
             let _ = writeln!(
                 s,
-                "  scan: scrub in progress — segment {} of {} ({:.1} %)",
+                "  scan: scrub {} — segment {} of {} ({:.1} %){}",
+                if self.scrub_paused {
+                    "paused"
+                } else {
+                    "in progress"
+                },
                 r.done,
                 r.total,
-                pct(r.done, r.total)
+                pct(r.done, r.total),
+                if self.scrub_paused {
+                    String::new()
+                } else {
+                    rate
+                }
             );
-        } else {
+        }
+        match &self.last_scrub {
+            Some(l) => {
+                let _ = writeln!(
+                    s,
+                    "  scan: last scrub finished {} after {}: {} stripes, {} blocks repaired, {} \
+                     unrepairable",
+                    l.finished,
+                    seconds(l.seconds as f64),
+                    l.stripes,
+                    l.repaired_blocks,
+                    l.unrecoverable
+                );
+            }
+            None if self.scrub.is_none() => {
+                let _ = writeln!(s, "  scan: no scrub has finished on record");
+            }
+            None => {}
+        }
+        if let Some(l) = &self.last_rebuild {
             let _ = writeln!(
                 s,
-                "  scan: last scrub repaired {} blocks, {} unrepairable",
-                self.scrub_repaired_blocks, self.scrub_unrepairable_blocks
+                "        last rebuild (disk {}) finished {} after {}: {} stripes, {} not rebuilt",
+                l.disk.unwrap_or(0),
+                l.finished,
+                seconds(l.seconds as f64),
+                l.stripes,
+                l.unrecoverable
             );
         }
     }
@@ -74,13 +132,13 @@ impl DirStatus {
         let _ = writeln!(s, "config:");
         let _ = writeln!(
             s,
-            "  {:<6} {:<12} {:<11} {:>5} {:>5} {:>6} {:>5} {:>5} {:>5}",
-            "DISK", "IMAGE", "STATE", "READ", "WRITE", "MEDIUM", "TRANS", "CKSUM", "REPR"
+            "  {:<6} {:<12} {:<11} {:>5} {:>5} {:>6} {:>5} {:>5} {:>9}",
+            "DISK", "IMAGE", "STATE", "READ", "WRITE", "MEDIUM", "TRANS", "CKSUM", "REPAIRED"
         );
         for d in &self.disks {
             let _ = writeln!(
                 s,
-                "  {:<6} {:<12} {:<11} {:>5} {:>5} {:>6} {:>5} {:>5} {:>5}",
+                "  {:<6} {:<12} {:<11} {:>5} {:>5} {:>6} {:>5} {:>5} {:>9}",
                 d.index,
                 d.image.as_deref().unwrap_or("-"),
                 d.state.to_uppercase(),
@@ -89,7 +147,7 @@ impl DirStatus {
                 d.errors.medium,
                 d.errors.transient,
                 d.errors.checksum,
-                d.errors.repaired
+                format_bytes(d.errors.repaired_bytes)
             );
         }
     }
@@ -104,12 +162,12 @@ impl DirStatus {
             .collect();
         let _ = writeln!(
             s,
-            "spares: {} {}",
+            "spares: {}{}",
             self.spares,
             if spares.is_empty() {
                 String::new()
             } else {
-                format!("({})", spares.join(", "))
+                format!(" ({})", spares.join(", "))
             }
         );
         for i in self.images.iter().filter(|i| i.role == ImageRole::Stale) {
@@ -124,11 +182,19 @@ impl DirStatus {
 
     /// The `space:` line and the LUN table.
     fn write_space(&self, s: &mut String) {
+        let free = self
+            .capacity_bytes
+            .saturating_sub(self.live_bytes + self.dead_bytes);
         let _ = writeln!(
             s,
-            "space: {} usable, {} live, compression {:.2}x",
-            format_bytes(self.usable_bytes),
+            "space: {} in the log: {} live (data and metadata), {} reclaimable, {} free; \
+             clients can fill {} (the rest stays free for the log and the cleaner); \
+             compression {:.2}x",
+            format_bytes(self.capacity_bytes),
             format_bytes(self.live_bytes),
+            format_bytes(self.dead_bytes),
+            format_bytes(free),
+            format_bytes(self.usable_bytes),
             self.compression_ratio
         );
         let _ = writeln!(
@@ -147,6 +213,19 @@ impl DirStatus {
                 format_bytes(l.physical_bytes)
             );
         }
+    }
+}
+
+/// Seconds as people read them (`42 s`, `3 min 05 s`, `2 h 10 min`).
+#[allow(clippy::cast_sign_loss)] // clamped at 0 first
+fn seconds(s: f64) -> String {
+    let s = s.max(0.0).round() as u64;
+    if s < 60 {
+        format!("{s} s")
+    } else if s < 3600 {
+        format!("{} min {:02} s", s / 60, s % 60)
+    } else {
+        format!("{} h {:02} min", s / 3600, s % 3600 / 60)
     }
 }
 

@@ -47,23 +47,43 @@ pub fn run_ok(cmd: &mut Command) -> Output {
     out
 }
 
-/// A running `serve` of either tool: the child, its log up to "listening", and a thread
-/// draining the rest of its log (so it never blocks on a full pipe).
+/// A running `serve` of either tool: the child, its log so far, and a thread draining the
+/// rest of its log line by line (so it never blocks on a full pipe), which
+/// [`Served::wait_log`] reads.
 pub struct Served {
     child: Child,
     seen: String,
-    drain: Option<JoinHandle<String>>,
+    lines: std::sync::mpsc::Receiver<String>,
+    drain: Option<JoinHandle<()>>,
 }
 
 impl Served {
     /// Starts `BIN serve --dir DIR --unix SOCK` plus `extra` (`bin`: `raidcore` or
     /// `raidcore-sim`), and waits (a blocking read of its log, no polling) until it listens.
     pub fn start(bin: &str, dir: &str, sock: &Path, extra: &[&str]) -> Self {
+        Self::start_logging(bin, dir, sock, extra, "info")
+    }
+
+    /// [`Served::start`] with log level `level` (`debug` shows each destage).
+    pub fn start_logging(bin: &str, dir: &str, sock: &Path, extra: &[&str], level: &str) -> Self {
+        Self::start_with_env(bin, dir, sock, extra, level, &[])
+    }
+
+    /// [`Served::start_logging`] with environment variables `env` set for the server.
+    pub fn start_with_env(
+        bin: &str,
+        dir: &str,
+        sock: &Path,
+        extra: &[&str],
+        level: &str,
+        env: &[(&str, &str)],
+    ) -> Self {
         let mut child = Command::new(bin)
             .args(["serve", "--dir", dir, "--unix", sock.to_str().unwrap()])
             .args(extra)
-            .env("RAIDCORE_LOG", "info")
-            .env("RAIDCORE_SIM_LOG", "info")
+            .envs(env.iter().copied())
+            .env("RAIDCORE_LOG", level)
+            .env("RAIDCORE_SIM_LOG", level)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -79,16 +99,52 @@ impl Served {
                 break;
             }
         }
+        let (tx, lines) = std::sync::mpsc::channel();
         let drain = std::thread::spawn(move || {
-            let mut rest = String::new();
-            let _ = std::io::Read::read_to_string(&mut log, &mut rest);
-            rest
+            loop {
+                let mut line = String::new();
+                match log.read_line(&mut line) {
+                    Ok(0) | Err(_) => return,
+                    Ok(_) => {
+                        if tx.send(line).is_err() {
+                            return;
+                        }
+                    }
+                }
+            }
         });
         Served {
             child,
             seen,
+            lines,
             drain: Some(drain),
         }
+    }
+
+    /// Waits (blocking on the server's log, no polling) for a log line containing `pat`;
+    /// returns it. Panics if the server ends first or nothing comes within [`GUARD`].
+    pub fn wait_log(&mut self, pat: &str) -> String {
+        loop {
+            match self.lines.recv_timeout(GUARD) {
+                Ok(line) => {
+                    self.seen.push_str(&line);
+                    if line.contains(pat) {
+                        return line;
+                    }
+                }
+                Err(e) => panic!("no log line with {pat:?} ({e}); log so far:\n{}", self.seen),
+            }
+        }
+    }
+
+    /// The server's log so far.
+    pub fn log(&self) -> &str {
+        &self.seen
+    }
+
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// Sends `sig`, waits for the exit; returns the status and the whole log.
@@ -97,8 +153,11 @@ impl Served {
         // SAFETY: sending a signal to our own child process (not yet reaped).
         assert_eq!(unsafe { libc::kill(pid, sig) }, 0);
         let status = self.child.wait().unwrap();
-        let rest = self.drain.take().unwrap().join().unwrap();
-        (status, format!("{}{rest}", self.seen))
+        self.drain.take().unwrap().join().unwrap();
+        for line in self.lines.try_iter() {
+            self.seen.push_str(&line);
+        }
+        (status, self.seen.clone())
     }
 }
 
@@ -123,4 +182,67 @@ pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
             (x >> 24) as u8
         })
         .collect()
+}
+
+/// A bare NBD client over a Unix socket (fixed newstyle, `NBD_OPT_GO`), for what the real
+/// tools cannot do, such as writing without ever flushing (qemu-io and nbdcopy flush when
+/// they close).
+pub struct RawNbd {
+    s: std::os::unix::net::UnixStream,
+    handle: u64,
+}
+
+impl RawNbd {
+    /// Connects to export `name` at `sock`.
+    pub fn connect(sock: &Path, name: &str) -> RawNbd {
+        use std::io::{Read, Write};
+        let mut s = std::os::unix::net::UnixStream::connect(sock).unwrap();
+        s.set_read_timeout(Some(GUARD)).unwrap();
+        let mut greeting = [0u8; 18];
+        s.read_exact(&mut greeting).unwrap();
+        assert_eq!(&greeting[..8], b"NBDMAGIC");
+        s.write_all(&3u32.to_be_bytes()).unwrap(); // fixed newstyle, no zeroes
+        let mut data = (name.len() as u32).to_be_bytes().to_vec();
+        data.extend_from_slice(name.as_bytes());
+        data.extend_from_slice(&0u16.to_be_bytes());
+        let mut opt = b"IHAVEOPT".to_vec();
+        opt.extend_from_slice(&7u32.to_be_bytes()); // NBD_OPT_GO
+        opt.extend_from_slice(&(data.len() as u32).to_be_bytes());
+        opt.extend_from_slice(&data);
+        s.write_all(&opt).unwrap();
+        loop {
+            let mut h = [0u8; 20];
+            s.read_exact(&mut h).unwrap();
+            let kind = u32::from_be_bytes(h[12..16].try_into().unwrap());
+            let len = u32::from_be_bytes(h[16..20].try_into().unwrap()) as usize;
+            let mut body = vec![0u8; len];
+            s.read_exact(&mut body).unwrap();
+            assert!(kind & 0x8000_0000 == 0, "NBD_OPT_GO refused: {kind:#x}");
+            if kind == 1 {
+                break; // NBD_REP_ACK
+            }
+        }
+        RawNbd { s, handle: 0 }
+    }
+
+    /// Writes `data` at byte `offset` (no FUA) and waits for the reply.
+    pub fn write(&mut self, offset: u64, data: &[u8]) {
+        use std::io::{Read, Write};
+        self.handle += 1;
+        let mut req = 0x2560_9513u32.to_be_bytes().to_vec();
+        req.extend_from_slice(&0u16.to_be_bytes());
+        req.extend_from_slice(&1u16.to_be_bytes()); // NBD_CMD_WRITE
+        req.extend_from_slice(&self.handle.to_be_bytes());
+        req.extend_from_slice(&offset.to_be_bytes());
+        req.extend_from_slice(&(data.len() as u32).to_be_bytes());
+        req.extend_from_slice(data);
+        self.s.write_all(&req).unwrap();
+        let mut reply = [0u8; 16];
+        self.s.read_exact(&mut reply).unwrap();
+        assert_eq!(
+            u32::from_be_bytes(reply[4..8].try_into().unwrap()),
+            0,
+            "write failed"
+        );
+    }
 }

@@ -1,0 +1,148 @@
+//! What each pool command does to an open pool ([`execute`]), the same whether the command
+//! opened the pool itself or a server runs it for the command over the control channel
+//! ([`crate::control`]): one [`Request`] in, one [`Reply`] out.
+//!
+//! Refused here, saying so, because the core has no call for them yet: `online`, `resume`,
+//! `lun resize`, `spare remove`, `scrub cancel`.
+
+use raidcore::pool::{AdminError, LunError};
+
+use crate::control::{ErrorKind, Reply, Request, ScrubAction};
+use crate::dir::records::{Severity, read_events};
+use crate::dir::{DirError, Members, PoolDir};
+use crate::status::lun_reports;
+
+/// The kind of failure a [`DirError`] is, for the exit status.
+#[must_use]
+pub fn error_kind(e: &DirError) -> ErrorKind {
+    match e {
+        DirError::InUse(_) => ErrorKind::InUse,
+        DirError::Admin(AdminError::Io(_))
+        | DirError::Lun(LunError::Io(_))
+        | DirError::Io { .. }
+        | DirError::Disk { .. }
+        | DirError::Open(_)
+        | DirError::Create(_)
+        | DirError::Pool(_) => ErrorKind::Failed,
+        DirError::Invalid(_) | DirError::Admin(_) | DirError::Lun(_) => ErrorKind::Refused,
+    }
+}
+
+/// `e` as a failed reply.
+#[must_use]
+pub fn error_reply(e: &DirError) -> Reply {
+    Reply::error(error_kind(e), e.to_string())
+}
+
+/// Runs `req` on the pool open in `dp`; the reply carries the status afterwards for every
+/// request but `events` and `lun list`. The records and event log are brought up to date.
+pub fn execute<M: Members>(dp: &mut PoolDir<M>, req: &Request) -> Reply {
+    let mut reply = match run(dp, req) {
+        Ok(r) => r,
+        Err(e) => error_reply(&e),
+    };
+    dp.observe();
+    if reply.ok && !matches!(req, Request::Events { .. } | Request::LunList) {
+        reply.status = Some(dp.status());
+    }
+    if !matches!(
+        req,
+        Request::Status | Request::Events { .. } | Request::LunList
+    ) {
+        dp.save_records();
+    }
+    reply
+}
+
+fn run<M: Members>(dp: &mut PoolDir<M>, req: &Request) -> Result<Reply, DirError> {
+    let mut reply = Reply::done();
+    match req {
+        Request::Status => {}
+        Request::Fail { disk, force } => {
+            dp.fail(*disk, *force)?;
+            dp.note_event(
+                Severity::Warn,
+                format!("member {disk} failed by the operator"),
+            );
+        }
+        Request::Replace { disk, with } => {
+            let n = dp.replace(*disk, with.as_deref())?;
+            let note = format!("disk {disk} is now {}", crate::dir::image_name(n));
+            dp.note_event(Severity::Info, note.clone());
+            reply.notes.push(note);
+        }
+        Request::Scrub { action } => return scrub(dp, *action),
+        Request::LunCreate { name, size_bytes } => {
+            if *size_bytes == 0 || !size_bytes.is_multiple_of(4096) {
+                return Err(DirError::Invalid(format!(
+                    "LUN size {size_bytes} is not a positive multiple of 4 KiB"
+                )));
+            }
+            let id = dp
+                .pool
+                .create_lun(name, size_bytes / 4096)
+                .map_err(DirError::Lun)?;
+            let note = format!(
+                "LUN {id} {name:?} created ({})",
+                crate::units::format_bytes(*size_bytes)
+            );
+            dp.note_event(Severity::Info, note.clone());
+            reply.notes.push(note);
+        }
+        Request::LunDelete { name } => {
+            let id = lun_id(dp, name)?;
+            dp.pool.delete_lun(id).map_err(DirError::Lun)?;
+            let note = format!("LUN {id} {name:?} deleted");
+            dp.note_event(Severity::Warn, note.clone());
+            reply.notes.push(note);
+        }
+        Request::LunList => reply.luns = Some(lun_reports(&dp.pool)),
+        Request::SpareAdd { image } => {
+            let n = dp.add_spare(image.as_deref())?;
+            let note = format!("{} added as a hot spare", crate::dir::image_name(n));
+            dp.note_event(Severity::Info, note.clone());
+            reply.notes.push(note);
+        }
+        Request::Events { last } => reply.events = Some(read_events(&dp.dir, *last)?),
+        Request::Clear => dp.clear_errors(),
+        Request::LunResize { .. } => return Ok(Reply::unsupported("resizing a LUN")),
+        Request::SpareRemove { .. } => return Ok(Reply::unsupported("removing a hot spare")),
+        Request::Online { .. } => {
+            return Ok(Reply::unsupported("bringing a member back online"));
+        }
+        Request::Resume => return Ok(Reply::unsupported("resuming a suspended pool")),
+    }
+    Ok(reply)
+}
+
+/// The LUN named `name`.
+fn lun_id<M: Members>(dp: &PoolDir<M>, name: &str) -> Result<u16, DirError> {
+    dp.pool
+        .lun_by_name(name)
+        .ok_or_else(|| DirError::Invalid(format!("no LUN named {name:?}")))
+}
+
+/// `scrub start|pause|resume|cancel`.
+fn scrub<M: Members>(dp: &mut PoolDir<M>, action: ScrubAction) -> Result<Reply, DirError> {
+    let running = dp.pool.status().scrub.is_some();
+    match action {
+        ScrubAction::Start => {
+            dp.pool.start_scrub();
+            dp.records.scrub_paused = false;
+            dp.note_event(Severity::Info, "scrub started");
+        }
+        ScrubAction::Pause | ScrubAction::Resume if !running => {
+            return Err(DirError::Invalid("no scrub is in progress".into()));
+        }
+        ScrubAction::Pause => {
+            dp.records.scrub_paused = true;
+            dp.note_event(Severity::Info, "scrub paused");
+        }
+        ScrubAction::Resume => {
+            dp.records.scrub_paused = false;
+            dp.note_event(Severity::Info, "scrub resumed");
+        }
+        ScrubAction::Cancel => return Ok(Reply::unsupported("cancelling a scrub")),
+    }
+    Ok(Reply::done())
+}
