@@ -53,7 +53,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             return Err(*e);
         }
         let mut pool = Self::from_members(a, &opts, &mut report, mem)?;
-        let root = pool.find_root()?;
+        let (root, _) = pool.find_root()?;
         pool.ckpt.root_gen = root.root_gen;
         pool.counters = root.counters;
         pool.restore_rebuild(&root);

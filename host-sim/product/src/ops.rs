@@ -110,7 +110,12 @@ fn run<M: Members>(dp: &mut PoolDir<M>, req: &Request) -> Result<Reply, DirError
         Request::Online { .. } => {
             return Ok(Reply::unsupported("bringing a member back online"));
         }
-        Request::Resume => return Ok(Reply::unsupported("resuming a suspended pool")),
+        Request::Resume => {
+            dp.pool.resume()?;
+            let note = "the pool resumed: what waited is written".to_string();
+            dp.note_event(Severity::Info, note.clone());
+            reply.notes.push(note);
+        }
     }
     Ok(reply)
 }

@@ -324,6 +324,11 @@ impl<M: Members> PoolDir<M> {
                 Severity::Warn,
                 "the pool is DEGRADED: it serves every block, with less redundancy",
             ),
+            Health::Suspended => (
+                Severity::Error,
+                "the pool is SUSPENDED: its images' file system is full or read-only; free space \
+                 and run `raidcore resume`",
+            ),
             Health::Faulted => (
                 Severity::Error,
                 "the pool is FAULTED: more members are out of sync than the level tolerates; no \

@@ -37,7 +37,10 @@ impl Default for FileDiskOptions {
 ///
 /// Errors of the operating system keep the `io::Error` inside [`DiskError`]; their kind is
 /// [`ErrorKind::Timeout`] for a timed-out call, [`ErrorKind::DeviceFailed`] when the file has
-/// shrunk under the disk (unexpected end of file), and [`ErrorKind::Other`] otherwise.
+/// shrunk under the disk (unexpected end of file), [`ErrorKind::NoSpace`] when the file system
+/// holding it is full (ENOSPC, EDQUOT) and [`ErrorKind::ReadOnly`] when it went read-only
+/// (EROFS) — conditions of the host, for which the pool suspends instead of failing the
+/// member — and [`ErrorKind::Other`] otherwise.
 #[derive(Debug)]
 pub struct FileDisk {
     file: File,
@@ -51,7 +54,13 @@ fn io_kind(e: &io::Error) -> ErrorKind {
     match e.kind() {
         io::ErrorKind::TimedOut => ErrorKind::Timeout,
         io::ErrorKind::UnexpectedEof => ErrorKind::DeviceFailed,
-        _ => ErrorKind::Other,
+        io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded => ErrorKind::NoSpace,
+        io::ErrorKind::ReadOnlyFilesystem => ErrorKind::ReadOnly,
+        _ => match e.raw_os_error() {
+            Some(libc::ENOSPC | libc::EDQUOT) => ErrorKind::NoSpace,
+            Some(libc::EROFS) => ErrorKind::ReadOnly,
+            _ => ErrorKind::Other,
+        },
     }
 }
 
