@@ -162,6 +162,12 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         self.scrub = Some(Scrub::start());
     }
 
+    /// Stops the scrub in progress (its repairs so far stay); returns whether one was running.
+    /// The next checkpoint's root no longer names it, so a restart does not resume it.
+    pub fn cancel_scrub(&mut self) -> bool {
+        self.scrub.take().is_some()
+    }
+
     /// Fails member `slot` by hand (as if it died): a hot spare takes over if there is one.
     pub fn fail_disk(&mut self, slot: usize) -> Result<(), AdminError> {
         self.array

@@ -306,3 +306,25 @@ fn a_full_host_suspends_the_pool_and_resume_loses_nothing() {
         assert_eq!(buf, block(i), "block {i} after import");
     }
 }
+
+#[test]
+fn a_cancelled_scrub_is_not_resumed_after_a_restart() {
+    let mut p = new_pool(cfg(), 6, 40_000);
+    let lun = p.create_lun("a", 4000).unwrap();
+    for i in 0..400u64 {
+        p.write(lun, i, &block(i), false).unwrap();
+    }
+    p.flush().unwrap();
+    assert!(!p.cancel_scrub(), "no scrub runs yet");
+    p.start_scrub();
+    p.maintenance().unwrap();
+    assert!(p.status().scrub.is_some());
+    assert!(p.cancel_scrub());
+    assert!(p.status().scrub.is_none());
+    p.checkpoint().unwrap();
+    let (p, _) = reimport(p);
+    assert!(
+        p.status().scrub.is_none(),
+        "the root no longer names the scrub"
+    );
+}

@@ -136,7 +136,7 @@ fn scrub<M: Members>(dp: &mut PoolDir<M>, action: ScrubAction) -> Result<Reply, 
             dp.records.scrub_paused = false;
             dp.note_event(Severity::Info, "scrub started");
         }
-        ScrubAction::Pause | ScrubAction::Resume if !running => {
+        ScrubAction::Pause | ScrubAction::Resume | ScrubAction::Cancel if !running => {
             return Err(DirError::Invalid("no scrub is in progress".into()));
         }
         ScrubAction::Pause => {
@@ -147,7 +147,12 @@ fn scrub<M: Members>(dp: &mut PoolDir<M>, action: ScrubAction) -> Result<Reply, 
             dp.records.scrub_paused = false;
             dp.note_event(Severity::Info, "scrub resumed");
         }
-        ScrubAction::Cancel => return Ok(Reply::unsupported("cancelling a scrub")),
+        ScrubAction::Cancel => {
+            dp.pool.cancel_scrub();
+            dp.pool.checkpoint()?;
+            dp.records.scrub_paused = false;
+            dp.note_event(Severity::Info, "scrub cancelled");
+        }
     }
     Ok(Reply::done())
 }

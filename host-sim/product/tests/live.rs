@@ -136,7 +136,6 @@ fn refusals_and_events(d: &str) {
             "lun", "resize", "--dir", d, "--name", "lun0", "--size", "16M",
         ],
         vec!["spare", "remove", "--dir", d, "--image", "disk10.img"],
-        vec!["scrub", "cancel", "--dir", d],
     ] {
         let (_, err) = exits(4, &args);
         assert!(
