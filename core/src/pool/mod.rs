@@ -862,24 +862,63 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         if self.luns.by_name(name).is_some() {
             return Err(LunError::NameTaken);
         }
-        self.ready().map_err(LunError::Io)?;
+        let r = self.ready();
+        self.settled(r).map_err(LunError::Io)?;
         let id = self.luns.create(name, blocks)?;
-        self.write_checkpoint().map_err(LunError::Io)?;
+        let r = self.write_checkpoint();
+        self.settled(r).map_err(LunError::Io)?;
         Ok(id)
     }
 
     /// Deletes a LUN and frees its space (the cleaner reclaims it). Durable on return.
     pub fn delete_lun(&mut self, lun: u16) -> Result<(), LunError> {
         self.luns.live(lun).map_err(|_| LunError::NoSuchLun)?;
-        self.ready().map_err(LunError::Io)?;
+        let r = self.delete_blocks(lun);
+        self.settled(r).map_err(LunError::Io)
+    }
+
+    fn delete_blocks(&mut self, lun: u16) -> Result<(), IoError> {
+        self.ready()?;
         // Open extents of the LUN are dropped, not written.
         self.streams.drop_lun(lun);
-        self.vol()
-            .map_err(LunError::Io)?
-            .release_lun_map(lun)
-            .map_err(LunError::Io)?;
+        self.vol()?.release_lun_map(lun)?;
         self.luns.delete(lun);
-        self.write_checkpoint().map_err(LunError::Io)
+        self.write_checkpoint()
+    }
+
+    /// Changes LUN `lun`'s size to `blocks` 4 KiB blocks. Shrinking trims the blocks past the
+    /// new end first (their data and any lost ranges there are gone); growing adds blocks that
+    /// read as zeros. Durable on return; a crash before that leaves the old size (with the
+    /// tail trimmed, for a shrink).
+    ///
+    /// Errors: [`LunError::NoSuchLun`]; [`LunError::BadSize`] for zero or more than
+    /// [`Pool::usable_bytes`]; [`LunError::MapHeight`] when the new size needs a map tree of
+    /// another height (height `h` covers `FANOUT^h` blocks); [`LunError::Io`] as for a write.
+    pub fn resize_lun(&mut self, lun: u16, blocks: u64) -> Result<(), LunError> {
+        let rec = self.luns.live(lun).map_err(|_| LunError::NoSuchLun)?;
+        let (old, depth) = (rec.blocks, rec.depth);
+        if blocks == 0 || blocks.saturating_mul(LUN_BLOCK as u64) > self.usable_bytes() {
+            return Err(LunError::BadSize);
+        }
+        if crate::volume::luns::Lun::depth_for(blocks) != depth {
+            return Err(LunError::MapHeight);
+        }
+        if blocks == old {
+            return Ok(());
+        }
+        let r = self.resize_blocks(lun, old, blocks);
+        self.settled(r).map_err(LunError::Io)
+    }
+
+    fn resize_blocks(&mut self, lun: u16, old: u64, blocks: u64) -> Result<(), IoError> {
+        self.ready()?;
+        if blocks < old {
+            self.trim_blocks(lun, blocks, old - blocks)?;
+        }
+        if let Some(r) = self.luns.slot_mut(lun) {
+            r.blocks = blocks;
+        }
+        self.write_checkpoint()
     }
 
     /// The LUN named `name`.

@@ -114,6 +114,33 @@ fn bad_input_is_refused() {
 }
 
 #[test]
+fn resize_lun_trims_the_tail_and_grows_with_zeros() {
+    let mut p = new_pool(cfg(), 6, 40_000);
+    let fanout = crate::format::FANOUT as u64;
+    // Height 2: from FANOUT + 1 to FANOUT^2 blocks.
+    let lun = p.create_lun("a", 2 * fanout).unwrap();
+    for i in 0..2 * fanout {
+        p.write(lun, i, &block(i), false).unwrap();
+    }
+    let end = fanout + 10;
+    p.resize_lun(lun, end).unwrap();
+    let mut buf = vec![0u8; 4096];
+    assert_eq!(p.read(lun, end, &mut buf), Err(IoError::OutOfRange));
+    p.resize_lun(lun, 3 * fanout).unwrap();
+    let (mut p, _) = reimport(p);
+    assert_eq!(p.luns().next().map(|l| l.blocks), Some(3 * fanout));
+    for i in [0, end - 1, end, 2 * fanout - 1, 3 * fanout - 1] {
+        p.read(lun, i, &mut buf).unwrap();
+        let want = if i < end { block(i) } else { vec![0u8; 4096] };
+        assert_eq!(buf, want, "block {i} after shrink to {end} and grow");
+    }
+    assert_eq!(p.resize_lun(lun, fanout), Err(LunError::MapHeight));
+    assert_eq!(p.resize_lun(lun, 0), Err(LunError::BadSize));
+    assert_eq!(p.resize_lun(lun + 1, 10), Err(LunError::NoSuchLun));
+    assert_eq!(p.luns().next().map(|l| l.blocks), Some(3 * fanout));
+}
+
+#[test]
 fn writes_after_import_read_back() {
     let mut p = new_pool(cfg(), 6, 40_000);
     let lun = p.create_lun("a", 1000).unwrap();

@@ -33,7 +33,7 @@ pub(crate) struct LunTable<const L: usize> {
     bad: Vec<BadRange, BAD_LIST_MAX>,
 }
 
-/// Why a LUN could not be created or deleted. Nothing changed.
+/// Why a LUN could not be created, resized or deleted. Nothing changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum LunError {
@@ -47,6 +47,9 @@ pub enum LunError {
     NameTaken,
     /// No LUN with that number.
     NoSuchLun,
+    /// The new size needs a map tree of another height; only resizes within one height
+    /// (up to `FANOUT^h` blocks for the LUN's height `h`) are supported.
+    MapHeight,
     /// Writing the new LUN table failed.
     Io(IoError),
 }
@@ -59,6 +62,9 @@ impl core::fmt::Display for LunError {
             LunError::BadName => f.write_str("LUN name must be 1 to 24 bytes"),
             LunError::NameTaken => f.write_str("a LUN with this name exists"),
             LunError::NoSuchLun => f.write_str("no such LUN"),
+            LunError::MapHeight => {
+                f.write_str("the new size needs a LUN map of another height (not supported yet)")
+            }
             LunError::Io(e) => write!(f, "{e}"),
         }
     }

@@ -2,8 +2,8 @@
 //! opened the pool itself or a server runs it for the command over the control channel
 //! ([`crate::control`]): one [`Request`] in, one [`Reply`] out.
 //!
-//! Refused here, saying so, because the core has no call for them yet: `online`, `resume`,
-//! `lun resize`, `spare remove`, `scrub cancel`.
+//! Refused here, saying so, because the core has no call for them yet: `online` and
+//! `spare remove`.
 
 use raidcore::pool::{AdminError, LunError};
 
@@ -73,14 +73,9 @@ fn run<M: Members>(dp: &mut PoolDir<M>, req: &Request) -> Result<Reply, DirError
         }
         Request::Scrub { action } => return scrub(dp, *action),
         Request::LunCreate { name, size_bytes } => {
-            if *size_bytes == 0 || !size_bytes.is_multiple_of(4096) {
-                return Err(DirError::Invalid(format!(
-                    "LUN size {size_bytes} is not a positive multiple of 4 KiB"
-                )));
-            }
             let id = dp
                 .pool
-                .create_lun(name, size_bytes / 4096)
+                .create_lun(name, lun_blocks(*size_bytes)?)
                 .map_err(DirError::Lun)?;
             let note = format!(
                 "LUN {id} {name:?} created ({})",
@@ -105,7 +100,25 @@ fn run<M: Members>(dp: &mut PoolDir<M>, req: &Request) -> Result<Reply, DirError
         }
         Request::Events { last } => reply.events = Some(read_events(&dp.dir, *last)?),
         Request::Clear => dp.clear_errors(),
-        Request::LunResize { .. } => return Ok(Reply::unsupported("resizing a LUN")),
+        Request::LunResize { name, size_bytes } => {
+            let id = lun_id(dp, name)?;
+            let old = dp.pool.luns().find(|l| l.id == id).map_or(0, |l| l.blocks);
+            dp.pool
+                .resize_lun(id, lun_blocks(*size_bytes)?)
+                .map_err(DirError::Lun)?;
+            let note = format!(
+                "LUN {id} {name:?} resized from {} to {}",
+                crate::units::format_bytes(old * 4096),
+                crate::units::format_bytes(*size_bytes)
+            );
+            let severity = if *size_bytes < old * 4096 {
+                Severity::Warn
+            } else {
+                Severity::Info
+            };
+            dp.note_event(severity, note.clone());
+            reply.notes.push(note);
+        }
         Request::SpareRemove { .. } => return Ok(Reply::unsupported("removing a hot spare")),
         Request::Online { .. } => {
             return Ok(Reply::unsupported("bringing a member back online"));
@@ -118,6 +131,16 @@ fn run<M: Members>(dp: &mut PoolDir<M>, req: &Request) -> Result<Reply, DirError
         }
     }
     Ok(reply)
+}
+
+/// A LUN size in bytes as 4 KiB blocks.
+fn lun_blocks(size_bytes: u64) -> Result<u64, DirError> {
+    if size_bytes == 0 || !size_bytes.is_multiple_of(4096) {
+        return Err(DirError::Invalid(format!(
+            "LUN size {size_bytes} is not a positive multiple of 4 KiB"
+        )));
+    }
+    Ok(size_bytes / 4096)
 }
 
 /// The LUN named `name`.

@@ -110,7 +110,34 @@ fn membership_and_luns(dir: &Path, sock: &Path) {
     ]);
     let list = ok(&["lun", "list", "--dir", d]);
     assert!(list.contains("extra"), "{list}");
-    qemu_io(sock, "extra", &["write -P 7 0 1M", "read -P 7 0 1M"]);
+    qemu_io(sock, "extra", &["write -P 7 0 1M", "write -P 8 3M 1M"]);
+    // Grown: a new client sees 8 MiB, the old data and zeros after it. Shrunk: the tail is
+    // trimmed, so growing again shows zeros where it was.
+    ok(&[
+        "lun", "resize", "--dir", d, "--name", "extra", "--size", "8M",
+    ]);
+    qemu_io(
+        sock,
+        "extra",
+        &["read -P 7 0 1M", "read -P 8 3M 1M", "read -P 0 4M 4M"],
+    );
+    ok(&[
+        "lun", "resize", "--dir", d, "--name", "extra", "--size", "2M",
+    ]);
+    ok(&[
+        "lun", "resize", "--dir", d, "--name", "extra", "--size", "4M",
+    ]);
+    qemu_io(sock, "extra", &["read -P 7 0 1M", "read -P 0 2M 2M"]);
+    // 64 KiB needs a map of another height: refused, the size stays.
+    let (_, err) = exits(
+        4,
+        &[
+            "lun", "resize", "--dir", d, "--name", "extra", "--size", "64K",
+        ],
+    );
+    assert!(err.contains("another height"), "{err}");
+    let list = ok(&["lun", "list", "--dir", d, "--json"]);
+    assert!(list.contains("4194304"), "{list}");
     ok(&["lun", "delete", "--dir", d, "--name", "extra"]);
     let exports = String::from_utf8_lossy(
         &run_ok(
@@ -132,9 +159,6 @@ fn refusals_and_events(d: &str) {
     // Refused until the core has the calls (exit 4, nothing changed).
     for args in [
         vec!["online", "--dir", d, "--disk", "3"],
-        vec![
-            "lun", "resize", "--dir", d, "--name", "lun0", "--size", "16M",
-        ],
         vec!["spare", "remove", "--dir", d, "--image", "disk10.img"],
     ] {
         let (_, err) = exits(4, &args);
@@ -152,6 +176,7 @@ fn refusals_and_events(d: &str) {
         "rebuild of member 2 finished",
         "scrub finished",
         "LUN 2 \"extra\" created",
+        "LUN 2 \"extra\" resized from 8 MiB to 2 MiB",
     ] {
         assert!(events.contains(want), "{want:?} in:\n{events}");
     }

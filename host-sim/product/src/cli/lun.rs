@@ -51,7 +51,8 @@ pub enum LunAction {
         #[arg(long)]
         json: bool,
     },
-    /// Change a LUN's size.
+    /// Change a LUN's size: growing adds blocks that read as zeros, shrinking discards the
+    /// data past the new end. Sizes that need a LUN map of another height are refused.
     Resize {
         /// The pool directory.
         #[arg(long)]

@@ -152,7 +152,7 @@ impl<S: ServedPool> PoolBackend<S> {
     }
 
     /// Brings the export list up to date with the pool's LUNs: new LUNs are appended, deleted
-    /// ones marked removed (exports never move).
+    /// ones marked removed, resized ones take the new size (exports never move).
     fn sync_exports(&mut self) {
         let Some(served) = self.served.as_ref() else {
             return;
@@ -170,9 +170,13 @@ impl<S: ServedPool> PoolBackend<S> {
             let known = self
                 .luns
                 .iter()
-                .zip(&self.exports)
-                .any(|(id, e)| *id == Some(l.id) && !e.removed);
-            if !known {
+                .zip(self.exports.iter_mut())
+                .find(|(id, e)| **id == Some(l.id) && !e.removed);
+            if let Some((_, e)) = known {
+                // Resized: new clients see the new size; connected ones get range errors
+                // past a shrunk end.
+                e.size_bytes = l.blocks * 4096;
+            } else {
                 let mut e = ExportInfo::new(l.name.as_str(), l.blocks * 4096);
                 e.description = format!("raidcore LUN {}", l.id);
                 self.exports.push(e);
