@@ -32,7 +32,7 @@ pub(super) struct Assembled<D, const N: usize> {
 }
 
 /// Reads every disk's superblock; disks without one are refused (and reported).
-pub(super) fn discover<D: BlockDevice, const N: usize>(
+fn discover<D: BlockDevice, const N: usize>(
     disks: impl IntoIterator<Item = D>,
     report: &mut ImportReport,
 ) -> Result<Vec<Found<D>, N>, OpenError> {
@@ -92,7 +92,7 @@ fn names_itself_failed(sb: &Superblock) -> bool {
 }
 
 /// Places each disk by the newest configuration (see the module docs).
-pub(super) fn assemble<D: BlockDevice, const N: usize>(
+fn assemble<D: BlockDevice, const N: usize>(
     found: Vec<Found<D>, N>,
     report: &mut ImportReport,
 ) -> Result<Assembled<D, N>, OpenError> {
@@ -171,14 +171,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         mem: M,
     ) -> Result<(Self, ImportReport), OpenError> {
         let mut report = ImportReport::default();
-        let found = discover::<D, N>(disks, &mut report)?;
-        let a = assemble(found, &mut report)?;
-        if !opts.skip_refused
-            && let Some((_, e)) = report.refused.first()
-        {
-            return Err(*e);
-        }
-        let mut pool = Self::from_members(a, &opts, &mut report, mem)?;
+        let mut pool = Self::open_members(disks, &opts, &mut report, mem)?;
         let (root, skipped) = pool.find_root()?;
         pool.recover(&root, skipped, &mut report)
             .map_err(OpenError::Io)?;
@@ -187,8 +180,26 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         Ok((pool, report))
     }
 
+    /// Finds and assembles the members among `disks` (refusing the pool when a disk is
+    /// refused, unless `opts.skip_refused`): the pool on them, no checkpoint read yet.
+    pub(super) fn open_members(
+        disks: impl IntoIterator<Item = D>,
+        opts: &ImportOptions,
+        report: &mut ImportReport,
+        mem: M,
+    ) -> Result<Self, OpenError> {
+        let found = discover::<D, N>(disks, report)?;
+        let a = assemble(found, report)?;
+        if !opts.skip_refused
+            && let Some((_, e)) = report.refused.first()
+        {
+            return Err(*e);
+        }
+        Self::from_members(a, opts, report, mem)
+    }
+
     /// The pool of the assembled members, nothing read yet.
-    pub(super) fn from_members(
+    fn from_members(
         a: Assembled<D, N>,
         opts: &ImportOptions,
         report: &mut ImportReport,

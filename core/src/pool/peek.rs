@@ -11,7 +11,6 @@
 
 use raidcore_hal::BlockDevice;
 
-use super::import::{assemble, discover};
 use super::{ImportOptions, ImportReport, LunInfo, OpenError, Pool, PoolParts, Stats, Status};
 use crate::raid::Geometry;
 
@@ -45,14 +44,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         mem: M,
     ) -> Result<(Peek<D, M, N, L, P, S>, ImportReport), OpenError> {
         let mut report = ImportReport::default();
-        let found = discover::<D, N>(disks, &mut report)?;
-        let a = assemble(found, &mut report)?;
-        if !opts.skip_refused
-            && let Some((_, e)) = report.refused.first()
-        {
-            return Err(*e);
-        }
-        let mut pool = Self::from_members(a, &opts, &mut report, mem)?;
+        let mut pool = Self::open_members(disks, &opts, &mut report, mem)?;
         let (root, _) = pool.find_root()?;
         pool.ckpt.root_gen = root.root_gen;
         pool.counters = root.counters;
