@@ -461,7 +461,7 @@ pub fn reconstruct_with(
     if e.len() > scheme.parity_columns() {
         return Err(ParityError::Erasures);
     }
-    // Two at most: a swap, not a slice sort (3.5 KB of flash on Cortex-M).
+    // Two at most: a swap, not a slice sort (several KB of flash on Cortex-M).
     if let [a, b] = e.as_mut_slice()
         && *a > *b
     {
