@@ -7,7 +7,7 @@
 
 use raidcore::event::Event;
 use raidcore::format::{LUN_BLOCK, ROOT_SLOTS, SLOT_BYTES, root_slot, superblock_slot};
-use raidcore::pool::{Health, ImportOptions, IoError, Pool, PoolConfig};
+use raidcore::pool::{AdminError, Health, ImportOptions, IoError, Pool, PoolConfig};
 use raidcore::raid::{Column, DiskState, Level};
 use raidcore_hal::{BlockDevice, BlockSize, ErrorKind};
 use raidcore_sim::disk::MemDisk;
@@ -1376,4 +1376,64 @@ fn a_torn_unflushed_tail_is_no_unrecoverable_event() {
         .collect();
     assert_eq!(lost, Vec::<Event>::new(), "seed {seed}: import events");
     verify(&mut q, lun, seed, 0, 300, "after the crash");
+}
+
+// 7. A removed hot spare leaves the configuration and comes back blank; the pool takes the
+//    other spare, and an import of the members lists only that one.
+#[test]
+fn removed_spare_is_blank_and_never_taken() {
+    let seed = 77;
+    let blocks = 200;
+    let (mut p, h, lun) = filled(Level::Raid5, 4, 2, seed, false, blocks);
+    let guids: Vec<u64> = p.spare_guids().collect();
+    assert_eq!(guids.len(), 2, "seed {seed}: spares {guids:?}");
+    let gen_before = raidcore::pool::read_label(mem_of(&mut p, 0))
+        .unwrap()
+        .generation;
+    let mut removed = p.remove_spare(guids[0]).unwrap();
+    assert!(
+        raidcore::pool::read_label(&mut removed).is_err(),
+        "seed {seed}: the removed spare still holds a superblock"
+    );
+    assert_eq!(
+        p.remove_spare(guids[0]).unwrap_err(),
+        AdminError::NoSuchSpare { guid: guids[0] },
+        "seed {seed}"
+    );
+    assert_eq!(
+        p.spare_guids().collect::<Vec<_>>(),
+        [guids[1]],
+        "seed {seed}"
+    );
+    let label = raidcore::pool::read_label(mem_of(&mut p, 0)).unwrap();
+    assert_eq!(
+        label.generation,
+        gen_before + 1,
+        "seed {seed}: no new configuration"
+    );
+    assert_eq!(label.spares.as_slice(), [guids[1]], "seed {seed}");
+    assert_eq!(p.status().spares, 1, "seed {seed}");
+
+    h[1].inject(Fault::Fail);
+    p.fail_disk(1).unwrap();
+    run_to_idle(&mut p, seed);
+    assert_eq!(
+        p.status().health,
+        Health::Online,
+        "seed {seed}: spare not taken"
+    );
+    assert_eq!(p.spare_guids().count(), 0, "seed {seed}");
+    verify(
+        &mut p,
+        lun,
+        seed,
+        0,
+        blocks,
+        "after the remaining spare took slot 1",
+    );
+
+    let (members, _spares, _mem) = p.into_parts();
+    let mut q = reimport(members.into_iter().collect(), Level::Raid5, seed);
+    assert_eq!(q.spare_guids().count(), 0, "seed {seed}: a spare came back");
+    verify(&mut q, lun, seed, 0, blocks, "after import");
 }

@@ -212,6 +212,17 @@ impl<D: BlockDevice, const N: usize> Membership<D, N> {
     }
 }
 
+/// Zeroes both superblock copies of `disk` (blocks of `block_bytes`) and flushes it; best
+/// effort (a disk leaving the pool owes it nothing more).
+pub(crate) fn erase_labels<D: BlockDevice>(disk: &mut D, block_bytes: usize) {
+    let per = (SLOT_BYTES / block_bytes) as u64;
+    let zeros = [0u8; SLOT_BYTES];
+    for copy in 0..2u32 {
+        let _ = disk.write(u64::from(format::superblock_slot(copy)) * per, &zeros);
+    }
+    let _ = disk.flush();
+}
+
 /// Flushes the failed members still in their slots that [`Membership::write_copy`] labelled.
 fn flush_departed<D: BlockDevice, const N: usize>(
     array: &mut Array<D, N>,

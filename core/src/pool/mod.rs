@@ -219,8 +219,8 @@ impl core::error::Error for OpenError {
     }
 }
 
-/// Why a membership call ([`Pool::fail_disk`], [`Pool::replace_disk`], [`Pool::add_spare`])
-/// was refused or failed. Refusals change nothing.
+/// Why a membership call ([`Pool::fail_disk`], [`Pool::replace_disk`], [`Pool::add_spare`],
+/// [`Pool::remove_spare`]) was refused or failed. Refusals change nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum AdminError {
@@ -238,6 +238,11 @@ pub enum AdminError {
     DiskMismatch,
     /// The pool already holds `N` members and spares.
     TooManyDisks,
+    /// No hot spare has this GUID ([`Pool::spare_guids`]).
+    NoSuchSpare {
+        /// The GUID asked for.
+        guid: u64,
+    },
     /// The pool is faulted (more members out of sync than the level tolerates): a spare or a
     /// replacement would be recorded as rebuilding data nothing can rebuild.
     Faulted,
@@ -259,6 +264,7 @@ impl core::fmt::Display for AdminError {
                 "the disk has another block size than the members or is smaller than they are",
             ),
             AdminError::TooManyDisks => f.write_str("no room for another disk in this pool"),
+            AdminError::NoSuchSpare { guid } => write!(f, "no hot spare with GUID {guid:#018x}"),
             AdminError::Faulted => f.write_str(
                 "the pool is faulted: no spare or replacement can be rebuilt; import it again \
                  with the members that failed last",

@@ -48,6 +48,9 @@ pub struct DiskStatus {
     pub state: DiskState,
     /// A disk is in the slot.
     pub present: bool,
+    /// GUID of the disk the configuration puts in the slot (a spare that took the slot, or a
+    /// replacement, has its own).
+    pub guid: u64,
     /// Error counters.
     pub errors: DiskErrors,
 }
@@ -115,6 +118,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
                 slot: i as u8,
                 state: m.state(),
                 present: m.is_present(),
+                guid: self.members.conf.member_guids.get(i).copied().unwrap_or(0),
                 errors: m.errors(),
             });
         }
@@ -227,6 +231,41 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             self.on_members_failed()?;
         }
         Ok(())
+    }
+
+    /// The GUIDs of the hot spares waiting, in the order they were added (the last one is
+    /// taken first, and [`Pool::add_spare`] appends).
+    pub fn spare_guids(&self) -> impl Iterator<Item = u64> + '_ {
+        self.members.spares.iter().map(|s| s.guid)
+    }
+
+    /// Removes the hot spare with GUID `guid` ([`Pool::spare_guids`]) and returns its disk:
+    /// the configuration is written without it to the members and the other spares, then both
+    /// of its superblock copies are zeroed so that it is a blank disk again (best effort: a
+    /// spare that refuses the write keeps a label of an older generation, which import sets
+    /// aside as a former spare).
+    ///
+    /// Errors: [`AdminError::Faulted`]; [`AdminError::NoSuchSpare`]; [`AdminError::Io`] if the
+    /// configuration could not be written (the spare stays in the pool).
+    pub fn remove_spare(&mut self, guid: u64) -> Result<D, AdminError> {
+        if self.health() == Health::Faulted {
+            return Err(AdminError::Faulted);
+        }
+        let at = self
+            .members
+            .spares
+            .iter()
+            .position(|s| s.guid == guid)
+            .ok_or(AdminError::NoSuchSpare { guid })?;
+        let spare = self.members.spares.remove(at);
+        if let Err(e) = self.write_config() {
+            // Room is certain: the spare was just taken out.
+            let _ = self.members.spares.insert(at, spare);
+            return Err(AdminError::Io(e));
+        }
+        let mut disk = spare.disk;
+        super::membership::erase_labels(&mut disk, self.array.geometry().block_bytes());
+        Ok(disk)
     }
 
     /// LBA ranges known lost (they read as errors until rewritten).
