@@ -2,8 +2,7 @@
 //! opened the pool itself or a server runs it for the command over the control channel
 //! ([`crate::control`]): one [`Request`] in, one [`Reply`] out.
 //!
-//! Refused here, saying so, because the core has no call for them yet: `online` and
-//! `spare remove`.
+//! Refused here, saying so, because the core has no call for it yet: `online`.
 
 use raidcore::pool::{AdminError, LunError};
 
@@ -119,7 +118,15 @@ fn run<M: Members>(dp: &mut PoolDir<M>, req: &Request) -> Result<Reply, DirError
             dp.note_event(severity, note.clone());
             reply.notes.push(note);
         }
-        Request::SpareRemove { .. } => return Ok(Reply::unsupported("removing a hot spare")),
+        Request::SpareRemove { image } => {
+            let n = dp.remove_spare(image)?;
+            let note = format!(
+                "{} removed from the hot spares (blank, kept in the directory)",
+                crate::dir::image_name(n)
+            );
+            dp.note_event(Severity::Info, note.clone());
+            reply.notes.push(note);
+        }
         Request::Online { .. } => {
             return Ok(Reply::unsupported("bringing a member back online"));
         }

@@ -175,6 +175,45 @@ fn fail_replace_and_scrub_keep_the_data() {
 
 /// `raidcore-sim create --model hdd10k` records the model in the description; `raidcore`
 /// serves such a pool as plain files (the model is timing for the simulator) and reports it.
+/// The image a spare is on follows the spare by its GUID whatever the image numbers, into the
+/// slot it takes; `spare remove` leaves an image blank, and refuses a member naming its slot.
+#[test]
+fn spares_are_followed_by_guid_and_leave_blank() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = create(tmp.path(), "raid5", "4", "0");
+    let d = dir.to_str().unwrap();
+    for image in ["disk9.img", "disk5.img"] {
+        ok(&["spare", "add", "--dir", d, "--image", image]);
+    }
+    let v = json(&["fail", "--dir", d, "--disk", "1", "--wait", "--json"]);
+    assert_eq!(v["health"], "online", "{v}");
+    let took = v["disks"][1]["image"].as_str().unwrap().to_string();
+    let left = if took == "disk9.img" {
+        "disk5.img"
+    } else {
+        "disk9.img"
+    };
+    let spares: Vec<&str> = v["images"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["role"] == "spare")
+        .map(|i| i["file"].as_str().unwrap())
+        .collect();
+    assert_eq!(spares, [left], "{v}");
+    let o = raidcore(&["spare", "remove", "--dir", d, "--image", &took]);
+    assert_eq!(o.status.code(), Some(4));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("it is the member of slot 1"), "{err}");
+    let v = json(&["spare", "remove", "--dir", d, "--image", left, "--json"]);
+    assert_eq!(v["spares"], 0, "{v}");
+    let text = ok(&["status", "--dir", d]);
+    assert!(
+        text.contains(&format!("left out: {left} (no raidcore superblock)")),
+        "{text}"
+    );
+}
+
 #[test]
 fn a_pool_recorded_with_a_device_model_is_served_as_plain_files() {
     let tmp = tempfile::tempdir().unwrap();

@@ -103,30 +103,24 @@ impl<M: Members> PoolDir<M> {
                 geo.tolerance()
             )));
         }
-        let spares_before = usize::from(st.spares);
         self.pool.fail_disk(slot)?;
-        self.note_failed(slot, spares_before);
+        self.note_failed(slot);
         Ok(())
     }
 
-    /// Updates [`PoolDir::images`] after member `slot` failed: its image is stale now, and if a
-    /// spare took the slot (the spare count fell), that spare fills it. The pool takes spares
-    /// from the end of its list, which follows image order, so the highest-numbered spare.
-    pub fn note_failed(&mut self, slot: usize, spares_before: usize) {
+    /// Updates [`PoolDir::images`] after member `slot` failed: its image is stale now, and a
+    /// spare that took the slot fills it ([`PoolDir::reconcile_spares`]).
+    pub fn note_failed(&mut self, slot: usize) {
+        self.leave_out_slot(slot);
+        self.reconcile_spares();
+    }
+
+    /// The image filling member slot `slot`, if any, is a failed member now.
+    fn leave_out_slot(&mut self, slot: usize) {
         for i in &mut self.images {
             if i.role == ImageRole::Member && i.slot == Some(slot) {
                 i.leave_out(failed_note(slot));
             }
-        }
-        if usize::from(self.pool.status().spares) < spares_before
-            && let Some(i) = self
-                .images
-                .iter_mut()
-                .rev()
-                .find(|i| i.role == ImageRole::Spare)
-        {
-            i.role = ImageRole::Member;
-            i.slot = Some(slot);
         }
     }
 
@@ -158,9 +152,10 @@ impl<M: Members> PoolDir<M> {
         };
         let m = self.members.member(number, disk);
         self.pool.replace_disk(slot, m)?;
+        let guid = self.pool.status().disks.get(slot).map_or(0, |d| d.guid);
         self.images.retain(|i| i.number != number);
         self.images
-            .push(ImageInfo::new(number, ImageRole::Member, Some(slot)));
+            .push(ImageInfo::new(number, ImageRole::Member, Some(slot)).with_guid(guid));
         self.images.sort_by_key(|i| i.number);
         Ok(number)
     }
@@ -177,14 +172,27 @@ impl<M: Members> PoolDir<M> {
         };
         let disk = self.blank_image(number)?;
         let m = self.members.member(number, disk);
+        let before = self.known_guids();
         self.pool.add_spare(m)?;
+        // The new spare's GUID is the one not known before (a failed slot may have taken it).
+        let guid = self.known_guids().into_iter().find(|g| !before.contains(g));
         self.images.retain(|i| i.number != number);
-        self.images
-            .push(ImageInfo::new(number, ImageRole::Spare, None));
+        let info = ImageInfo::new(number, ImageRole::Spare, None);
+        self.images.push(match guid {
+            Some(g) => info.with_guid(g),
+            None => info,
+        });
         self.images.sort_by_key(|i| i.number);
         // A failed slot waiting for a spare took it at once.
         self.reconcile_spares();
         Ok(number)
+    }
+
+    /// The GUIDs of the disks in the pool: members by slot, then the spares waiting.
+    fn known_guids(&self) -> Vec<u64> {
+        let st = self.pool.status();
+        let members = st.disks.iter().map(|d| d.guid);
+        members.chain(self.pool.spare_guids()).collect()
     }
 
     /// The number of the image file named `name` (`disk<n>.img`), which must not be one the
@@ -257,26 +265,70 @@ impl<M: Members> PoolDir<M> {
             .map_err(|err| DirError::Disk { path, err })
     }
 
-    /// When the pool took hot spares by itself (a member failed under client I/O), the images
-    /// still listed as spares beyond the pool's count fill the slots being rebuilt.
+    /// When the pool took hot spares (by itself under client I/O, or for a member failed by
+    /// hand), the images listed as spares whose GUIDs it no longer lists fill the slots that
+    /// carry those GUIDs now, and the images that filled those slots are stale. A spare taken
+    /// and failed since (in no slot now) is stale too.
     pub fn reconcile_spares(&mut self) {
         let st = self.pool.status();
-        let listed = self
+        let waiting: Vec<u64> = self.pool.spare_guids().collect();
+        let taken: Vec<(usize, u64)> = self
             .images
             .iter()
             .filter(|i| i.role == ImageRole::Spare)
-            .count();
-        let mut extra = listed.saturating_sub(usize::from(st.spares));
-        for d in &st.disks {
-            if extra == 0 {
-                break;
+            .filter_map(|i| i.guid.map(|g| (i.number, g)))
+            .filter(|(_, g)| !waiting.contains(g))
+            .collect();
+        for (number, guid) in taken {
+            let slot = st.disks.iter().position(|d| d.guid == guid);
+            if let Some(slot) = slot {
+                self.leave_out_slot(slot);
             }
-            if d.state == DiskState::Rebuilding {
-                let spares_now = usize::from(st.spares) + extra - 1;
-                self.note_failed(usize::from(d.slot), spares_now + 1);
-                extra -= 1;
+            if let Some(i) = self.images.iter_mut().find(|i| i.number == number) {
+                match slot {
+                    Some(slot) => {
+                        i.role = ImageRole::Member;
+                        i.slot = Some(slot);
+                    }
+                    None => i.leave_out("hot spare taken by the pool and failed since"),
+                }
             }
         }
+    }
+
+    /// Removes the hot spare on image `image` (`disk<n>.img`) from the pool: the pool writes
+    /// its configuration without it and zeroes the image's superblocks, so the image stays in
+    /// the directory, blank (`spare add --image` takes it again). Returns its number.
+    ///
+    /// Errors: [`DirError::Invalid`] for an image that is no hot spare of the pool (saying what
+    /// it is); the pool's refusal ([`DirError::Admin`]).
+    pub fn remove_spare(&mut self, image: &str) -> Result<usize, DirError> {
+        let info = self.images.iter().find(|i| i.file == image);
+        let (number, guid) = match info {
+            Some(i) if i.role == ImageRole::Spare && i.guid.is_some() => {
+                (i.number, i.guid.unwrap_or_default())
+            }
+            Some(i) => {
+                let what = match (i.role, i.slot, &i.note) {
+                    (ImageRole::Member, Some(slot), _) => format!("the member of slot {slot}"),
+                    (_, _, Some(note)) => format!("left out ({note})"),
+                    _ => "not a hot spare".to_string(),
+                };
+                return Err(DirError::Invalid(format!(
+                    "{image} is no hot spare of this pool: it is {what}"
+                )));
+            }
+            None => {
+                return Err(DirError::Invalid(format!(
+                    "{image}: the pool directory has no such image"
+                )));
+            }
+        };
+        drop(self.pool.remove_spare(guid)?);
+        if let Some(i) = self.images.iter_mut().find(|i| i.number == number) {
+            i.leave_out("removed hot spare (blank)");
+        }
+        Ok(number)
     }
 
     /// A blank image the size of the others for slot `slot`: under the name of the image that
@@ -308,8 +360,8 @@ impl<M: Members> PoolDir<M> {
     /// [`PoolDir::images`]; returns whether it did.
     pub fn take_spare_for_failed(&mut self) -> Result<bool, DirError> {
         match take_spare_for_failed(&mut self.pool)? {
-            Some((slot, spares_before)) => {
-                self.note_failed(slot, spares_before);
+            Some((slot, _)) => {
+                self.note_failed(slot);
                 Ok(true)
             }
             None => Ok(false),

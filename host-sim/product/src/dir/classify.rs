@@ -143,9 +143,11 @@ fn place(info: &mut ImageInfo, sb: &DiskLabel, new: &DiskLabel) {
         } else {
             info.role = ImageRole::Member;
             info.slot = Some(slot);
+            info.guid = Some(sb.disk_guid);
         }
     } else if new.spares.contains(&sb.disk_guid) {
         info.role = ImageRole::Spare;
+        info.guid = Some(sb.disk_guid);
     } else {
         let was = match sb.role {
             Role::Member(s) => format!("former member of slot {s}"),

@@ -301,6 +301,7 @@ fn build<M: Members>(
         }
     }
     let pool = create_pool(ms, sp, opts)?;
+    learn_guids(&mut images, &pool);
     let meta = DirMeta {
         block_bytes: opts.block_size.bytes(),
         model: members.model_name().to_string(),
@@ -313,6 +314,20 @@ fn build<M: Members>(
         images,
         meta,
     })
+}
+
+/// Gives the images of a new pool the GUIDs the pool gave their disks: members by slot,
+/// spares in the order they were given.
+fn learn_guids<D: BlockDevice>(images: &mut [ImageInfo], pool: &HostPool<D>) {
+    let st = pool.status();
+    let mut spare_guids = pool.spare_guids();
+    for i in images {
+        i.guid = match (i.role, i.slot) {
+            (ImageRole::Member, Some(slot)) => st.disks.get(slot).map(|d| d.guid),
+            (ImageRole::Spare, _) => spare_guids.next(),
+            _ => None,
+        };
+    }
 }
 
 /// Moves the files `names` back from `aside` into `dir` and removes `aside`; true if all of

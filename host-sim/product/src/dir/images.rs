@@ -30,6 +30,11 @@ pub struct ImageInfo {
     pub slot: Option<usize>,
     /// Why it was left out, for stale images.
     pub note: Option<String>,
+    /// The GUID the pool knows the disk by, for members and spares (from its superblock, or
+    /// from the pool when it took the image).
+    /// In JSON a string of 16 hex digits (a JSON number loses bits past 2^53 in most readers).
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "hex_guid")]
+    pub guid: Option<u64>,
 }
 
 impl ImageInfo {
@@ -42,6 +47,7 @@ impl ImageInfo {
             role,
             slot,
             note: None,
+            guid: None,
         }
     }
 
@@ -59,6 +65,16 @@ impl ImageInfo {
         self.role = ImageRole::Stale;
         self.slot = None;
         self.note = Some(note.into());
+        self.guid = None;
+    }
+
+    /// This image with the GUID `guid`.
+    #[must_use]
+    pub fn with_guid(self, guid: u64) -> ImageInfo {
+        ImageInfo {
+            guid: Some(guid),
+            ..self
+        }
     }
 }
 
@@ -69,4 +85,23 @@ pub fn image_of_slot(images: &[ImageInfo], slot: usize) -> Option<usize> {
         .iter()
         .find(|i| i.role == ImageRole::Member && i.slot == Some(slot))
         .map(|i| i.number)
+}
+
+/// A GUID as a string of 16 hex digits, for JSON.
+mod hex_guid {
+    use serde::{Deserialize, Deserializer, Serializer, de::Error};
+
+    #[expect(clippy::ref_option, reason = "the signature serde's `with` calls")]
+    pub fn serialize<S: Serializer>(guid: &Option<u64>, s: S) -> Result<S::Ok, S::Error> {
+        match guid {
+            Some(g) => s.serialize_str(&format!("{g:016x}")),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+        let text: Option<String> = Option::deserialize(d)?;
+        text.map(|t| u64::from_str_radix(&t, 16).map_err(D::Error::custom))
+            .transpose()
+    }
 }
