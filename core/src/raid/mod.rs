@@ -14,4 +14,6 @@ pub use geometry::{
 };
 
 #[cfg(test)]
+mod exhaustive;
+#[cfg(test)]
 pub(crate) mod tests;

@@ -84,7 +84,7 @@ impl BlockDevice for RamDisk {
     }
 }
 
-fn pattern(seed: u64, len: usize) -> Vec<u8> {
+pub(super) fn pattern(seed: u64, len: usize) -> Vec<u8> {
     let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
     (0..len)
         .map(|_| {
@@ -96,7 +96,7 @@ fn pattern(seed: u64, len: usize) -> Vec<u8> {
         .collect()
 }
 
-fn array(level: Level, n: usize, strip: u32, stripes: u64) -> Array<RamDisk, 32> {
+pub(super) fn array(level: Level, n: usize, strip: u32, stripes: u64) -> Array<RamDisk, 32> {
     let bs = 512;
     let blocks = 8 + stripes * u64::from(strip) / bs as u64;
     let g = Geometry::try_new(level, n, strip, BlockSize::B512, blocks, 8).unwrap();
@@ -108,7 +108,7 @@ fn array(level: Level, n: usize, strip: u32, stripes: u64) -> Array<RamDisk, 32>
     .unwrap()
 }
 
-fn fill(a: &mut Array<RamDisk, 32>, seed: u64) -> Vec<u8> {
+pub(super) fn fill(a: &mut Array<RamDisk, 32>, seed: u64) -> Vec<u8> {
     let sdb = a.geometry().stripe_data_bytes();
     let all = pattern(seed, sdb * a.geometry().stripes() as usize);
     let mut scratch = vec![0u8; 8192];
