@@ -56,6 +56,18 @@ pub enum Event {
         /// Stripe.
         stripe: u64,
     },
+    /// LUN blocks found lost that the list of lost blocks had no room for
+    /// ([`format::BAD_LIST_MAX`](crate::format::BAD_LIST_MAX) ranges): they still read as
+    /// errors (their extent's checksum fails and no redundancy rebuilds it), but
+    /// `Pool::bad_ranges` does not name them.
+    LossUnlisted {
+        /// LUN.
+        lun: u16,
+        /// First LBA (4 KiB blocks).
+        lba: u64,
+        /// Blocks.
+        blocks: u32,
+    },
     /// A hot spare replaced a failed member.
     SpareTaken {
         /// Member slot it now fills.

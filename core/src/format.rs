@@ -1026,6 +1026,14 @@ pub struct BadRange {
     pub blocks: u32,
 }
 
+impl BadRange {
+    /// The LBA after the range.
+    #[must_use]
+    pub const fn end(&self) -> u64 {
+        self.lba.saturating_add(self.blocks as u64)
+    }
+}
+
 /// Encodes the bad-LBA list.
 pub fn encode_bad_list(list: &[BadRange], out: &mut [u8]) -> Result<usize, FormatError> {
     encode_framed(&list, out)

@@ -6,7 +6,7 @@
 //! time.
 
 use raidcore::event::Event;
-use raidcore::format::{LUN_BLOCK, ROOT_SLOTS, SLOT_BYTES, root_slot, superblock_slot};
+use raidcore::format::{BadRange, LUN_BLOCK, ROOT_SLOTS, SLOT_BYTES, root_slot, superblock_slot};
 use raidcore::pool::{AdminError, Health, ImportOptions, IoError, Pool, PoolConfig};
 use raidcore::raid::{Column, DiskState, Level};
 use raidcore_hal::{BlockDevice, BlockSize, ErrorKind};
@@ -1436,4 +1436,161 @@ fn removed_spare_is_blank_and_never_taken() {
     let mut q = reimport(members.into_iter().collect(), Level::Raid5, seed);
     assert_eq!(q.spare_guids().count(), 0, "seed {seed}: a spare came back");
     verify(&mut q, lun, seed, 0, blocks, "after import");
+}
+
+// 12. With 64 KiB strips, a latent sector error in one row of a survivor during a RAID-5
+//     rebuild loses only the extents that lie in that row of the two columns it leaves without
+//     redundancy: every other row of the stripe reaches the spare, and the blocks a degraded
+//     pool can read stay readable.
+#[test]
+fn rebuild_past_a_latent_error_loses_only_its_row() {
+    let seed = 121;
+    let blocks = 600;
+    let (target, slot, stripe) = (3, 1, 6);
+    let cfg = PoolConfig {
+        strip_bytes: 64 * 1024,
+        ..config(Level::Raid5)
+    };
+    let m: Vec<_> = (0..4).map(|i| blank(seed ^ i, false)).collect();
+    let spare = blank(seed ^ 0x64, false);
+    let h: Vec<FaultHandle> = m.iter().map(FaultyDisk::handle).collect();
+    let mem = vec![0u8; FPool::memory_bytes(&cfg, 4)];
+    let mut p = FPool::create(m, vec![spare], cfg, [7; 16], mem).unwrap();
+    let lun = p.create_lun("a", 2000).unwrap();
+    fill(&mut p, lun, seed, 0, blocks);
+    p.checkpoint().unwrap();
+    let lba = p.array().geometry().stripe_lba(stripe);
+    let oracle = {
+        let disks: Vec<_> = (0..4)
+            .filter(|&i| i != target)
+            .map(|i| {
+                let d = faulty(mem_of(&mut p, i).snapshot(), seed ^ i as u64, false);
+                if i == slot {
+                    d.handle().inject(Fault::Medium {
+                        lba,
+                        blocks: 1,
+                        sticky: true,
+                    });
+                }
+                d
+            })
+            .collect();
+        let mem = vec![0u8; FPool::memory_bytes(&cfg, 8)];
+        let opts = ImportOptions {
+            config: cfg,
+            skip_refused: true,
+        };
+        let (mut o, _) = FPool::import(disks, opts, mem).unwrap();
+        let mut buf = vec![0u8; LUN_BLOCK];
+        (0..blocks)
+            .filter(|&i| o.read(lun, i, &mut buf).is_err())
+            .collect::<Vec<u64>>()
+    };
+    latent_error(&h[slot], lba);
+    p.fail_disk(target).unwrap();
+    let ev = run_to_idle(&mut p, seed);
+    assert_eq!(p.status().health, Health::Online, "seed {seed}");
+    assert!(
+        ev.iter().any(|e| matches!(
+            e,
+            Event::RebuildDone {
+                unrecoverable: 1,
+                ..
+            }
+        )),
+        "seed {seed}: {ev:?}"
+    );
+    let lost = bad_lbas(&p, lun);
+    eprintln!("seed {seed}: lost {lost:?}, degraded pool cannot read {oracle:?}");
+    assert!(!oracle.is_empty(), "seed {seed}: the error hit no data");
+    assert_eq!(
+        lost, oracle,
+        "seed {seed}: reported lost vs unreadable when degraded"
+    );
+    verify_lost(&mut p, lun, seed, 0, blocks, &lost, "after rebuild");
+    // The rows the error spared reached the new member: with the survivor failed as well,
+    // every other block still reads.
+    h[slot].inject(Fault::Fail);
+    p.fail_disk(slot).unwrap();
+    assert_eq!(p.status().health, Health::Degraded, "seed {seed}");
+    verify_lost(
+        &mut p,
+        lun,
+        seed,
+        0,
+        blocks,
+        &lost,
+        "with the survivor failed",
+    );
+}
+
+// 13. RAID-1: a latent sector error under an extent whose block 6 was rewritten since, met by
+//     the rebuild with the other member failed: the extent's blocks are lost, block 6 (which
+//     lives in another, intact extent) is not, and the list says so in two ranges.
+#[test]
+fn lost_extent_leaves_out_its_rewritten_blocks() {
+    let seed = 131;
+    let cfg = PoolConfig {
+        max_extent_blocks: 32,
+        ..config(Level::Raid1)
+    };
+    // Mirrors of 8 MiB hold too few segments for a pool: 64 MiB (sparse) disks.
+    let big = |s: u64| {
+        faulty(
+            MemDisk::new(BlockSize::B512, 8 * DISK_BLOCKS).unwrap(),
+            s,
+            false,
+        )
+    };
+    let m: Vec<_> = (0..2).map(|i| big(seed ^ i)).collect();
+    let h: Vec<FaultHandle> = m.iter().map(FaultyDisk::handle).collect();
+    let mem = vec![0u8; FPool::memory_bytes(&cfg, 2)];
+    let mut p = FPool::create(m, vec![], cfg, [7; 16], mem).unwrap();
+    let lun = p.create_lun("a", 2000).unwrap();
+    fill(&mut p, lun, seed, 0, 32);
+    p.write(lun, 6, &block(seed, 1, 6), false).unwrap();
+    p.flush().unwrap();
+    p.checkpoint().unwrap();
+    // Member 0's block holding the start of LUN block 20 (stored verbatim: no compression).
+    let lba = {
+        let mut d = mem_of(&mut p, 0).snapshot();
+        let mut head = vec![0u8; 8 << 20];
+        d.read(0, &mut head).unwrap();
+        let want = &block(seed, 0, 20)[..64];
+        let at = head.windows(64).position(|w| w == want);
+        at.expect("block 20 on member 0") as u64 / 512
+    };
+    h[1].inject(Fault::Fail);
+    p.fail_disk(1).unwrap();
+    h[0].inject(Fault::Medium {
+        lba,
+        blocks: 1,
+        sticky: true,
+    });
+    p.add_spare(big(seed ^ 0x64)).unwrap();
+    run_to_idle(&mut p, seed);
+    let want = [
+        BadRange {
+            lun,
+            lba: 0,
+            blocks: 6,
+        },
+        BadRange {
+            lun,
+            lba: 7,
+            blocks: 25,
+        },
+    ];
+    assert_eq!(p.bad_ranges(), &want, "seed {seed}");
+    let mut buf = vec![0u8; LUN_BLOCK];
+    p.read(lun, 6, &mut buf).unwrap();
+    assert!(buf == block(seed, 1, 6), "seed {seed}: block 6");
+    let lost: Vec<u64> = (0..32).filter(|&i| i != 6).collect();
+    for i in lost {
+        assert_eq!(
+            p.read(lun, i, &mut buf),
+            Err(IoError::Unrecoverable { lun, lba: i }),
+            "seed {seed}: block {i}"
+        );
+    }
 }

@@ -12,7 +12,7 @@ use crate::error::IoError;
 use crate::event::Event;
 use crate::format::{BadRange, ItemKind, Root, SegState};
 use crate::log::{Log, SeqRule};
-use crate::raid::{ArrayError, Column, DiskSet, DiskState};
+use crate::raid::{ArrayError, Column, DiskSet, DiskState, LostRows};
 
 /// A rebuild in progress.
 #[derive(Debug, Clone, Copy)]
@@ -153,13 +153,20 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         if matches!(res, Ok(false)) {
             res = self.rebuild_around(s, disk, wrong)?.map(|()| true);
         }
-        match res {
-            Ok(_) => {}
-            Err(ArrayError::Unrecoverable { .. }) => {
-                r.unrecoverable += 1;
-                self.record_lost_stripe(s)?;
+        if let Err(ArrayError::Unrecoverable { .. }) = res {
+            // Every row that can be rebuilt still reaches the member; only the rest is lost.
+            let io = self.io()?;
+            let lost = io.array.rebuild_stripe_rows(s, disk, io.scratch);
+            match lost {
+                Ok(lost) if lost.is_empty() => {}
+                Ok(lost) => {
+                    r.unrecoverable += 1;
+                    self.record_lost_rows(s, &lost)?;
+                }
+                Err(e) => return Ok(Err(e)),
             }
-            Err(e) => return Ok(Err(e)),
+        } else if let Err(e) = res {
+            return Ok(Err(e));
         }
         self.counters.repair_bytes += self.array.stats().repair_bytes_written - before;
         Ok(Ok(()))
@@ -245,12 +252,28 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         self.write_checkpoint()
     }
 
-    /// A stripe whose data could not be rebuilt: every live block of an extent overlapping it
-    /// goes on the unrecoverable list (it reads as an error until rewritten).
-    fn record_lost_stripe(&mut self, stripe: u64) -> Result<(), IoError> {
-        let sdb = self.log.sdb() as u64;
-        let lo = stripe * sdb;
-        let hi = lo + sdb;
+    /// Rows of stripe `stripe` that could not be rebuilt: every live block of an extent
+    /// overlapping the lost rows of the lost data strips goes on the unrecoverable list (it
+    /// reads as an error until rewritten).
+    fn record_lost_rows(&mut self, stripe: u64, lost: &LostRows) -> Result<(), IoError> {
+        let geo = *self.array.geometry();
+        let (strip, bb) = (geo.strip_bytes() as u64, geo.block_bytes() as u64);
+        let base = stripe * self.log.sdb() as u64;
+        for r in lost.ranges() {
+            for i in (0..geo.data_strips()).filter(|i| r.strips >> i & 1 == 1) {
+                let lo = base + i as u64 * strip + u64::from(r.row) * bb;
+                self.record_lost_range(lo, lo + u64::from(r.rows) * bb)?;
+            }
+        }
+        self.array
+            .events_mut()
+            .push(Event::Unrecoverable { stripe });
+        Ok(())
+    }
+
+    /// Every extent item overlapping log addresses `lo..hi` (within one segment) has its live
+    /// blocks recorded as lost.
+    fn record_lost_range(&mut self, lo: u64, hi: u64) -> Result<(), IoError> {
         let seg = self.log.seg_of(lo);
         let mut cursor = self.log.seg_start(seg);
         let end = cursor + self.log.segment_bytes();
@@ -264,19 +287,17 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             };
             rule = rule.after(h.seq);
             let item_end = cursor + h.item_bytes() as u64;
-            if h.kind == ItemKind::Extent && item_end > lo {
+            if h.kind == ItemKind::Extent && item_end > lo && cursor < hi {
                 self.record_lost_extent(cursor, h.lun, h.lba, h.blocks)?;
             }
             cursor = item_end;
         }
-        self.array
-            .events_mut()
-            .push(Event::Unrecoverable { stripe });
         Ok(())
     }
 
-    /// The blocks of the extent at `addr` (`lun`, `lba`, `blocks`) the map still points at,
-    /// as one range from the first to the last, go on the unrecoverable list.
+    /// The blocks of the extent at `addr` (`lun`, `lba`, `blocks`) the map still points at go
+    /// on the unrecoverable list, one range per run of them: blocks rewritten since live in
+    /// another extent and are not lost.
     fn record_lost_extent(
         &mut self,
         addr: u64,
@@ -284,23 +305,35 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         lba: u64,
         blocks: u32,
     ) -> Result<(), IoError> {
-        let mut first = None;
-        let mut count = 0u32;
-        for i in 0..blocks {
-            let e = self.vol()?.map_get(lun, lba + u64::from(i))?;
-            if e.valid && e.addr() == addr {
-                first.get_or_insert(lba + u64::from(i));
-                count = (lba + u64::from(i) + 1 - first.unwrap_or(0)) as u32;
+        let mut run: Option<(u64, u32)> = None;
+        for i in 0..u64::from(blocks) {
+            let e = self.vol()?.map_get(lun, lba + i)?;
+            let live = e.valid && e.addr() == addr;
+            match (&mut run, live) {
+                (Some((_, n)), true) => *n += 1,
+                (None, true) => run = Some((lba + i, 1)),
+                (Some(_), false) => {
+                    if let Some((lba, blocks)) = run.take() {
+                        self.list_lost(BadRange { lun, lba, blocks });
+                    }
+                }
+                (None, false) => {}
             }
         }
-        if let Some(lba) = first {
-            self.luns.add_bad(BadRange {
-                lun,
-                lba,
-                blocks: count,
-            });
+        if let Some((lba, blocks)) = run {
+            self.list_lost(BadRange { lun, lba, blocks });
         }
         Ok(())
+    }
+
+    /// Lists `r` as lost; a full list is said in an event rather than dropped silently.
+    fn list_lost(&mut self, r: BadRange) {
+        if !self.luns.add_bad(r) {
+            let BadRange { lun, lba, blocks } = r;
+            self.array
+                .events_mut()
+                .push(Event::LossUnlisted { lun, lba, blocks });
+        }
     }
 
     /// After import: which member slots the root's rebuild cursor covers.

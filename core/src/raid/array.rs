@@ -298,6 +298,71 @@ pub struct Array<D, const N: usize> {
 
 type Slot = usize;
 
+/// Rows of one stripe a rebuild could not reconstruct ([`Array::rebuild_stripe_rows`]), at most
+/// eight ranges; past that the last range is widened over the rest ([`LostRows::overflowed`]),
+/// which declares more lost than is, never less.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LostRows {
+    ranges: Vec<LostRange, 8>,
+    overflowed: bool,
+}
+
+/// Member blocks `row..row + rows` of the strips of one stripe, lost in the data strips
+/// `strips` (bit i: data strip i).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LostRange {
+    /// First member block within the strip.
+    pub row: u32,
+    /// Member blocks.
+    pub rows: u32,
+    /// Data strips lost in these rows, as a bit set.
+    pub strips: u32,
+}
+
+impl LostRows {
+    /// The lost ranges, by row.
+    #[must_use]
+    pub fn ranges(&self) -> &[LostRange] {
+        &self.ranges
+    }
+
+    /// Nothing was lost.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.ranges.is_empty()
+    }
+
+    /// More ranges were lost than fit: the last one covers them (and rows between them).
+    #[must_use]
+    pub fn overflowed(&self) -> bool {
+        self.overflowed
+    }
+
+    /// Row `row` (past every row added so far) lost in data strips `strips`.
+    fn add(&mut self, row: u32, strips: u32) {
+        if let Some(last) = self.ranges.last_mut()
+            && last.row + last.rows == row
+            && last.strips == strips
+        {
+            last.rows += 1;
+        } else if self
+            .ranges
+            .push(LostRange {
+                row,
+                rows: 1,
+                strips,
+            })
+            .is_err()
+        {
+            self.overflowed = true;
+            if let Some(last) = self.ranges.last_mut() {
+                last.rows = row + 1 - last.row;
+                last.strips |= strips;
+            }
+        }
+    }
+}
+
 /// Outcome of one member I/O after retries.
 enum IoOutcome {
     Ok,
@@ -1233,6 +1298,78 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
             DiskSet::one(disk),
             scratch,
         )
+    }
+
+    /// Rebuilds `stripe`'s strip on member `disk` one member block (row) at a time, for a strip
+    /// [`Array::rebuild_stripe`] could not rebuild whole (a latent sector error on a survivor
+    /// where redundancy is gone): every row that can be rebuilt is written, and the others
+    /// are returned with the data strips lost in them (those no member other than `disk` can
+    /// read at that row). Empty when every row was rebuilt.
+    ///
+    /// # Errors
+    /// Those of [`Array::rebuild_stripe`] other than [`ArrayError::Unrecoverable`].
+    pub fn rebuild_stripe_rows(
+        &mut self,
+        stripe: u64,
+        disk: usize,
+        scratch: &mut [u8],
+    ) -> Result<LostRows, ArrayError> {
+        if !self.writable(disk) {
+            return Err(ArrayError::OutOfRange);
+        }
+        let mut lost = LostRows::default();
+        let bb = self.geo.block_bytes();
+        for row in 0..self.geo.strip_bytes() / bb {
+            match self.repair(stripe, row * bb, bb, DiskSet::one(disk), scratch) {
+                Ok(()) => {}
+                Err(ArrayError::Unrecoverable { .. }) => {
+                    let strips = self.strips_lost_at(stripe, row, disk, scratch);
+                    lost.add(row as u32, strips);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(lost)
+    }
+
+    /// The data strips of `stripe` (bit i: data strip i) that no member other than `target`
+    /// can read at member block `row` of the strip. `scratch`: at least one block.
+    fn strips_lost_at(
+        &mut self,
+        stripe: u64,
+        row: usize,
+        target: usize,
+        scratch: &mut [u8],
+    ) -> u32 {
+        let geo = self.geo;
+        let lba = geo.stripe_lba(stripe) + row as u64;
+        let Some(buf) = scratch.get_mut(..geo.block_bytes()) else {
+            return u32::MAX;
+        };
+        let mut lost = 0u32;
+        for i in 0..geo.data_strips() {
+            let mut readable = false;
+            for copy in 0..geo.copies() {
+                let col = match geo.level() {
+                    Level::Raid1 | Level::Raid10 => Column::Mirror { data: i, copy },
+                    _ => Column::Data(i),
+                };
+                let Some(d) = geo.disk_of(stripe, col) else {
+                    continue;
+                };
+                if d != target
+                    && self.readable(d, stripe)
+                    && matches!(self.dev_read(d, lba, buf), IoOutcome::Ok)
+                {
+                    readable = true;
+                    break;
+                }
+            }
+            if !readable {
+                lost |= 1 << i;
+            }
+        }
+        lost
     }
 
     /// [`Array::rebuild_stripe`], checking each chunk against the redundancy the level has left

@@ -6,8 +6,8 @@ mod geometry;
 
 pub(crate) use array::with_retries;
 pub use array::{
-    Array, ArrayConfig, ArrayError, ArrayStats, DiskErrors, DiskSet, DiskState, Member,
-    VerifyReport,
+    Array, ArrayConfig, ArrayError, ArrayStats, DiskErrors, DiskSet, DiskState, LostRange,
+    LostRows, Member, VerifyReport,
 };
 pub use geometry::{
     Column, Geometry, GeometryError, Level, MAX_DISKS, MAX_STRIP_BYTES, MIN_STRIP_BYTES,

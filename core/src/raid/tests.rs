@@ -276,6 +276,59 @@ fn rebuild_restores_the_exact_member_image() {
     }
 }
 
+/// A rebuild past a latent sector error on a survivor with no redundancy left: every row but
+/// the bad one reaches the new member, and the bad row names exactly the data strips lost.
+#[test]
+fn rebuild_by_rows_writes_every_row_it_can() {
+    for (level, n) in [(Level::Raid5, 4), (Level::Raid1, 2), (Level::Raid10, 4)] {
+        let mut a = array(level, n, 4096, n as u64);
+        fill(&mut a, 12);
+        let g = *a.geometry();
+        let (target, stripe, row) = (n - 1, 1, 2usize);
+        // A survivor: the target's mirror partner, or any other member for RAID-5.
+        let sick = if level == Level::Raid5 { 0 } else { target - 1 };
+        let original = a.disk_mut(target).unwrap().data.clone();
+        let blocks = a.disk_mut(target).unwrap().block_count();
+        a.fail(target, ErrorKind::DeviceFailed).unwrap();
+        a.replace(target, RamDisk::new(512, blocks)).unwrap();
+        let bad = g.stripe_lba(stripe) + row as u64;
+        a.disk_mut(sick).unwrap().medium.push(bad);
+        let mut scratch = vec![0u8; 4096 * n];
+        assert!(
+            matches!(
+                a.rebuild_stripe(stripe, target, &mut scratch),
+                Err(ArrayError::Unrecoverable { .. })
+            ),
+            "{level:?}"
+        );
+        let lost = a.rebuild_stripe_rows(stripe, target, &mut scratch).unwrap();
+        let data_strip = |d: usize| match g.column_of(stripe, d) {
+            Some(Column::Data(i) | Column::Mirror { data: i, .. }) => 1u32 << i,
+            _ => 0,
+        };
+        let strips = data_strip(target) | data_strip(sick);
+        assert_eq!(
+            lost.ranges(),
+            &[LostRange {
+                row: row as u32,
+                rows: 1,
+                strips
+            }],
+            "{level:?}"
+        );
+        let new = &a.disk_mut(target).unwrap().data;
+        let strip_at = g.stripe_lba(stripe) as usize * 512;
+        for r in (0..8).filter(|&r| r != row) {
+            let at = strip_at + r * 512;
+            assert_eq!(
+                new[at..at + 512],
+                original[at..at + 512],
+                "{level:?} row {r}"
+            );
+        }
+    }
+}
+
 #[test]
 fn verify_names_the_corrupt_member() {
     let mut a = array(Level::Raid6, 7, 4096, 7);

@@ -193,11 +193,31 @@ impl<const L: usize> LunTable<L> {
         })
     }
 
-    /// Records `r` as lost unless a range of the same LUN starting at the same LBA is listed.
-    pub fn add_bad(&mut self, r: BadRange) {
-        if !self.bad.iter().any(|x| x.lun == r.lun && x.lba == r.lba) {
-            let _ = self.bad.push(r);
+    /// Records `r` as lost, joined with the listed ranges of its LUN it overlaps or touches
+    /// (their union is exactly what is lost). Returns false when the list is full and `r`
+    /// touches none of them: it is not listed (the caller says so; nothing is over-declared).
+    pub fn add_bad(&mut self, mut r: BadRange) -> bool {
+        let mut i = 0;
+        while let Some(x) = self.bad.get(i).copied() {
+            let (lo, hi) = (r.lba.min(x.lba), r.end().max(x.end()));
+            if x.lun == r.lun
+                && x.lba <= r.end()
+                && r.lba <= x.end()
+                && u32::try_from(hi - lo).is_ok()
+            {
+                r = BadRange {
+                    lun: r.lun,
+                    lba: lo,
+                    blocks: (hi - lo) as u32,
+                };
+                self.bad.remove(i);
+                // The union may reach ranges passed over before.
+                i = 0;
+            } else {
+                i += 1;
+            }
         }
+        self.bad.push(r).is_ok()
     }
 
     /// Drops LBAs from the unrecoverable list once they are rewritten or trimmed.
@@ -246,5 +266,37 @@ impl<const L: usize> LunTable<L> {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r(lun: u16, lba: u64, blocks: u32) -> BadRange {
+        BadRange { lun, lba, blocks }
+    }
+
+    #[test]
+    fn lost_ranges_join_exactly_and_a_full_list_refuses() {
+        let mut t = LunTable::<4>::default();
+        assert!(t.add_bad(r(0, 10, 2)));
+        assert!(t.add_bad(r(0, 0, 5)));
+        assert!(t.add_bad(r(1, 5, 5)), "another LUN's range stays apart");
+        // Touching both of LUN 0's ranges: their union, no more.
+        assert!(t.add_bad(r(0, 5, 5)));
+        assert_eq!(t.bad(), &[r(1, 5, 5), r(0, 0, 12)]);
+        assert!(t.add_bad(r(0, 3, 2)), "inside a listed range");
+        assert_eq!(t.bad(), &[r(1, 5, 5), r(0, 0, 12)]);
+        for i in 0..BAD_LIST_MAX as u64 - 2 {
+            assert!(t.add_bad(r(2, 2 * i, 1)));
+        }
+        assert!(!t.add_bad(r(3, 0, 1)), "the full list took a range");
+        assert!(
+            t.add_bad(r(2, 1, 1)),
+            "a range joining two listed ones fits"
+        );
+        assert_eq!(t.bad().len(), BAD_LIST_MAX - 1);
+        assert!(t.is_bad(2, 0) && t.is_bad(2, 1) && t.is_bad(2, 2) && !t.is_bad(3, 0));
     }
 }

@@ -100,6 +100,12 @@ fn words(e: &Event, w: &mut Watch) -> Option<(Severity, String)> {
                 "stripe {stripe}: data could not be recovered (more damage than the level tolerates)"
             ),
         ),
+        Event::LossUnlisted { lun, lba, blocks } => (
+            Error,
+            format!(
+                "LUN {lun}: {blocks} block(s) from block {lba} lost, and the list of lost blocks                  is full: they read as errors but `status` does not list them"
+            ),
+        ),
         Event::SpareTaken { disk } => (Warn, format!("a hot spare took member slot {disk}")),
         Event::RebuildStarted { disk } => {
             w.rebuild_tenth = 0;
