@@ -218,6 +218,42 @@ fn bit_rot_is_silent_and_repairable() {
     assert!(h.rotted_blocks().is_empty());
 }
 
+/// A read-modify-write that patches other bytes of a rotted block writes the rotten bytes back
+/// as it read them: they stay rotten and the block stays listed, until a write puts other data
+/// there (what a scrub's repair does).
+#[test]
+fn bit_rot_written_back_as_read_stays_rot() {
+    let mut d = written(7, FaultConfig::default());
+    let h = d.handle();
+    h.inject(Fault::BitRot {
+        lba: Some(3),
+        bits: 4,
+    });
+    let mut rotten = read(&mut d, 3, 1).unwrap();
+    let at = (0..BS)
+        .find(|&i| rotten[i] == block(3, 1)[i])
+        .expect("an unrotted byte");
+    rotten[at] ^= 0xff;
+    d.write(3, &rotten).unwrap();
+    assert_eq!(
+        read(&mut d, 3, 1).unwrap(),
+        rotten,
+        "reads what was written"
+    );
+    assert_eq!(
+        h.rotted_blocks(),
+        vec![3],
+        "the rot written back is still rot"
+    );
+    assert_eq!(bit_diff(&read(&mut d, 3, 1).unwrap(), &block(3, 1)), 4 + 8);
+    d.write(3, &block(3, 1)).unwrap();
+    assert!(
+        h.rotted_blocks().is_empty(),
+        "the pristine data replaced it"
+    );
+    assert_eq!(read(&mut d, 3, 1).unwrap(), block(3, 1));
+}
+
 fn rotted_lbas(seed: u64) -> Vec<u64> {
     let d = written(seed, FaultConfig::default());
     let h = d.handle();

@@ -799,6 +799,47 @@ where
     Ok(())
 }
 
+/// Takes the bit rot under a write of `data` at `lba` off the overlay, except for the bytes
+/// the write puts back exactly as they read rotten (a read-modify-write that patched other
+/// bytes of the block): those stay rotten, on the overlay, so the damage is still known. Returns
+/// the data to store (with those bytes as the medium holds them) when it differs from `data`.
+fn keep_rewritten_rot<D>(
+    inner: &mut D,
+    st: &mut FaultState,
+    lba: u64,
+    data: &[u8],
+) -> Result<Option<Vec<u8>>, SimError>
+where
+    D: BlockDevice,
+    D::Error: Into<SimError>,
+{
+    let bs = st.bs();
+    let end = lba + (data.len() / bs) as u64;
+    let rotted: Vec<u64> = st.rot.range(lba..end).map(|(&b, _)| b).collect();
+    let mut out: Option<Vec<u8>> = None;
+    let mut medium = vec![0u8; bs];
+    for b in rotted {
+        let Some(mask) = st.rot.remove(&b) else {
+            continue;
+        };
+        inner.read(b, &mut medium).map_err(Into::into)?;
+        st.cache.overlay(b, &mut medium, bs);
+        let at = ((b - lba) as usize) * bs;
+        let buf = out.get_or_insert_with(|| data.to_vec());
+        let mut still = vec![0u8; bs];
+        for i in 0..bs {
+            if mask[i] != 0 && buf[at + i] ^ mask[i] == medium[i] {
+                buf[at + i] = medium[i];
+                still[i] = mask[i];
+            }
+        }
+        if still.iter().any(|&m| m != 0) {
+            st.rot.insert(b, still);
+        }
+    }
+    Ok(out)
+}
+
 /// Stores an acknowledged write at `lba` (its final place): repairs non-sticky medium errors and
 /// bit rot under it, stops at a sticky medium error, then caches or writes through.
 fn store<D>(inner: &mut D, st: &mut FaultState, lba: u64, data: &[u8]) -> Result<(), SimError>
@@ -810,12 +851,12 @@ where
     let blocks = (data.len() / bs) as u64;
     let sticky = st.first_medium(lba, blocks, true);
     let good = sticky.map_or(blocks, |b| b - lba);
+    let kept = keep_rewritten_rot(inner, st, lba, &data[..good as usize * bs])?;
     for b in lba..lba + good {
         st.medium.remove(&b);
-        st.rot.remove(&b);
     }
     if good > 0 {
-        let data = &data[..good as usize * bs];
+        let data = kept.as_deref().unwrap_or(&data[..good as usize * bs]);
         if st.config.volatile_cache {
             st.cache.push(lba, data, bs);
             let limit = st.config.cache_bytes;

@@ -86,6 +86,10 @@ regressions! {
     resync_patched_read_seed_108816,
     resync_patched_read_seed_203751,
     resync_stale_majority_seed_6011,
+    rot_rewritten_seed_3007294,
+    rot_rewritten_seed_3015370,
+    rot_rewritten_seed_3023425,
+    rot_rewritten_seed_4100513,
     scrub_damaged_header_seed_999,
     scrub_dead_member_seed_138,
     scrub_latent_sector_seed_478,
@@ -96,14 +100,8 @@ regressions! {
     scrub_superblock_copy_seed_8516,
     #[ignore = "known failing: operation error within tolerance: maintenance failed within tolerance: array: I/O past the end of the array"]
     soak_seed_3001164,
-    #[ignore = "known failing: read error within tolerance: read of LUN 0 LBA 1801+1 failed within tolerance: metadata damaged: checksum mismatch"]
-    soak_seed_3007294,
-    #[ignore = "known failing: scrub repaired a clean pool: a scrub of a pool without silent damage repaired 0 and could not repair 3 blocks"]
-    soak_seed_3015370,
     #[ignore = "known failing: wrong data: LUN 0 LBA 81: read version 0 but the model allows [45]"]
     soak_seed_3017607,
-    #[ignore = "known failing: scrub repaired a clean pool: a scrub of a pool without silent damage repaired 4 and could not repair 0 blocks"]
-    soak_seed_3023425,
     #[ignore = "known failing: wrong data: LUN 2 LBA 1: read version 0 but the model allows [60] (over tolerance)"]
     soak_seed_3030739,
     #[ignore = "known failing: wrong data: LUN 0 LBA 50: read data no write ever put there but the model allows [67]"]
