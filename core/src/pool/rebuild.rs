@@ -153,6 +153,11 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         if matches!(res, Ok(false)) {
             res = self.rebuild_around(s, disk, wrong)?.map(|()| true);
         }
+        if !self.array.writable(disk) {
+            // The target itself failed (a write error on it): the membership check after this
+            // stripe ends or restarts the rebuild; this is no error of the rebuild's.
+            return Ok(Ok(()));
+        }
         if let Err(ArrayError::Unrecoverable { .. }) = res {
             // Every row that can be rebuilt still reaches the member; only the rest is lost.
             let io = self.io()?;

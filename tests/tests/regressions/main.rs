@@ -82,6 +82,7 @@ regressions! {
     rebuild_cursor_seed_836,
     rebuild_end_flush_seed_6007,
     rebuild_stale_column_seed_695,
+    rebuild_target_failed_seed_3001164,
     resurrected_item_seed_5262,
     resync_patched_read_seed_108816,
     resync_patched_read_seed_203751,
@@ -98,8 +99,6 @@ regressions! {
     scrub_parity_medium_seed_17,
     scrub_rotten_parity_seed_102676,
     scrub_superblock_copy_seed_8516,
-    #[ignore = "known failing: operation error within tolerance: maintenance failed within tolerance: array: I/O past the end of the array"]
-    soak_seed_3001164,
     #[ignore = "known failing: wrong data: LUN 0 LBA 81: read version 0 but the model allows [45]"]
     soak_seed_3017607,
     #[ignore = "known failing: wrong data: LUN 2 LBA 1: read version 0 but the model allows [60] (over tolerance)"]
