@@ -951,6 +951,44 @@ fn medium_errors_during_raid6_rebuild_are_repaired() {
 }
 
 /// LUN blocks on the unrecoverable list.
+/// What is truly lost: the blocks `0..blocks` of `lun` that a degraded pool cannot read, from an
+/// import (with `cfg`) of `p`'s members as they are now but `target`, with a sticky latent
+/// sector error on member `slot`'s block `lba`.
+fn unreadable_when_degraded(
+    p: &mut FPool,
+    cfg: PoolConfig,
+    target: usize,
+    (slot, lba): (usize, u64),
+    lun: u16,
+    blocks: u64,
+) -> Vec<u64> {
+    let n = p.array().geometry().disks();
+    let disks: Vec<_> = (0..n)
+        .filter(|&i| i != target)
+        .map(|i| {
+            let d = faulty(mem_of(p, i).snapshot(), i as u64, false);
+            if i == slot {
+                d.handle().inject(Fault::Medium {
+                    lba,
+                    blocks: 1,
+                    sticky: true,
+                });
+            }
+            d
+        })
+        .collect();
+    let mem = vec![0u8; FPool::memory_bytes(&cfg, 8)];
+    let opts = ImportOptions {
+        config: cfg,
+        skip_refused: true,
+    };
+    let (mut o, _) = FPool::import(disks, opts, mem).unwrap();
+    let mut buf = vec![0u8; LUN_BLOCK];
+    (0..blocks)
+        .filter(|&i| o.read(lun, i, &mut buf).is_err())
+        .collect()
+}
+
 fn bad_lbas(pool: &FPool, lun: u16) -> Vec<u64> {
     pool.bad_ranges()
         .iter()
@@ -1000,10 +1038,6 @@ fn verify_lost(
 //     that stripe without redundancy. The rebuild records the LUN blocks it held as lost, goes
 //     on, and ends; they read as errors (across a restart) until rewritten; all others read.
 #[test]
-#[expect(
-    clippy::too_many_lines,
-    reason = "one scenario, step by step with its assertions"
-)]
 fn medium_error_during_raid5_rebuild_reports_the_lost_blocks() {
     let seed = 101;
     let blocks = 400;
@@ -1014,27 +1048,14 @@ fn medium_error_during_raid5_rebuild_reports_the_lost_blocks() {
     // What is truly lost, from the members as they are (the target gone, the error in place):
     // the blocks a degraded pool cannot read.
     let (slot, lba) = bad[0];
-    let oracle = {
-        let disks: Vec<_> = (0..4)
-            .filter(|&i| i != target)
-            .map(|i| {
-                let d = faulty(mem_of(&mut p, i).snapshot(), seed ^ i as u64, false);
-                if i == slot {
-                    d.handle().inject(Fault::Medium {
-                        lba,
-                        blocks: 1,
-                        sticky: true,
-                    });
-                }
-                d
-            })
-            .collect();
-        let (mut o, _) = import(disks, Level::Raid5);
-        let mut buf = vec![0u8; LUN_BLOCK];
-        (0..blocks)
-            .filter(|&i| o.read(lun, i, &mut buf).is_err())
-            .collect::<Vec<u64>>()
-    };
+    let oracle = unreadable_when_degraded(
+        &mut p,
+        config(Level::Raid5),
+        target,
+        (slot, lba),
+        lun,
+        blocks,
+    );
     let ev = run_to_idle(&mut p, seed);
     let st = p.status();
     assert_eq!(
@@ -1460,32 +1481,7 @@ fn rebuild_past_a_latent_error_loses_only_its_row() {
     fill(&mut p, lun, seed, 0, blocks);
     p.checkpoint().unwrap();
     let lba = p.array().geometry().stripe_lba(stripe);
-    let oracle = {
-        let disks: Vec<_> = (0..4)
-            .filter(|&i| i != target)
-            .map(|i| {
-                let d = faulty(mem_of(&mut p, i).snapshot(), seed ^ i as u64, false);
-                if i == slot {
-                    d.handle().inject(Fault::Medium {
-                        lba,
-                        blocks: 1,
-                        sticky: true,
-                    });
-                }
-                d
-            })
-            .collect();
-        let mem = vec![0u8; FPool::memory_bytes(&cfg, 8)];
-        let opts = ImportOptions {
-            config: cfg,
-            skip_refused: true,
-        };
-        let (mut o, _) = FPool::import(disks, opts, mem).unwrap();
-        let mut buf = vec![0u8; LUN_BLOCK];
-        (0..blocks)
-            .filter(|&i| o.read(lun, i, &mut buf).is_err())
-            .collect::<Vec<u64>>()
-    };
+    let oracle = unreadable_when_degraded(&mut p, cfg, target, (slot, lba), lun, blocks);
     latent_error(&h[slot], lba);
     p.fail_disk(target).unwrap();
     let ev = run_to_idle(&mut p, seed);
