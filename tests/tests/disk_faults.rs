@@ -6,7 +6,10 @@
 //! time.
 
 use raidcore::event::Event;
-use raidcore::format::{BadRange, LUN_BLOCK, ROOT_SLOTS, SLOT_BYTES, root_slot, superblock_slot};
+use raidcore::format::{
+    BadRange, ITEM_ALIGN, ItemHeader, ItemKind, LUN_BLOCK, ROOT_SLOTS, SLOT_BYTES, root_slot,
+    superblock_slot,
+};
 use raidcore::pool::{AdminError, Health, ImportOptions, IoError, Pool, PoolConfig};
 use raidcore::raid::{Column, DiskState, Level};
 use raidcore_hal::{BlockDevice, BlockSize, ErrorKind};
@@ -1589,4 +1592,64 @@ fn lost_extent_leaves_out_its_rewritten_blocks() {
             "seed {seed}: block {i}"
         );
     }
+}
+
+// 14. Latent sector errors under the live copy of a map page on two survivors, met by a RAID-5
+//     rebuild: that copy cannot be rebuilt, but the page is in memory and is written anew, and
+//     the rows the rebuild could not write stay unreadable on the new member (no "repair"
+//     computes other members' blocks from them). The pool stays online, and after a restart
+//     the map reads and only the extents in the lost rows are lost.
+#[test]
+fn map_page_lost_on_disk_is_rewritten_from_memory() {
+    let seed = 141;
+    let blocks = 400;
+    let (mut p, h, lun) = filled(Level::Raid5, 4, 1, seed, false, blocks);
+    // More data on another LUN: the log moves on, so the page's stripe is closed (the open
+    // stripe is rewritten from memory as the log fills it).
+    let other = p.create_lun("b", 2000).unwrap();
+    fill(&mut p, other, seed ^ 1, 0, 200);
+    let geo = *p.array().geometry();
+    // The newest copy of the LUN's first leaf map page (which nothing dirties again), found by
+    // its header in the array's data.
+    let len = (geo.stripes().min(512) as usize) * geo.stripe_data_bytes();
+    let mut data = vec![0u8; len];
+    p.array_mut()
+        .read(0, &mut data, &mut vec![0u8; 64 * 1024])
+        .unwrap();
+    let page = (0..len - 64)
+        .step_by(ITEM_ALIGN)
+        .filter_map(|at| ItemHeader::decode(&data[at..], 1 << 20).ok())
+        .filter(|h| h.kind == ItemKind::MapPage && h.blocks == 0 && h.lba == 0)
+        .max_by_key(|h| h.seq)
+        .expect("a leaf map page");
+    // Its bytes on each member (it may cross strips); the target is a member without any.
+    let mut parts = Vec::new();
+    let (mut at, end) = (page.addr, page.addr + page.item_bytes() as u64);
+    while at < end {
+        let (stripe, strip, off) = geo.locate(at).unwrap();
+        let n = (geo.strip_bytes() - off).min((end - at) as usize);
+        let slot = geo.disk_of(stripe, Column::Data(strip)).unwrap();
+        let first = geo.stripe_lba(stripe) + (off / 512) as u64;
+        let last = geo.stripe_lba(stripe) + (off + n).div_ceil(512) as u64;
+        parts.push((slot, first, last - first));
+        at += n as u64;
+    }
+    for &(slot, lba, blocks) in &parts {
+        h[slot].inject(Fault::Medium {
+            lba,
+            blocks,
+            sticky: true,
+        });
+    }
+    let target = (0..4).find(|d| parts.iter().all(|p| p.0 != *d)).unwrap();
+    p.fail_disk(target).unwrap();
+    run_to_idle(&mut p, seed);
+    assert_eq!(p.status().health, Health::Online, "seed {seed}");
+    let lost = bad_lbas(&p, lun);
+    assert!(lost.len() < 64, "seed {seed}: lost {lost:?}");
+    verify_lost(&mut p, lun, seed, 0, blocks, &lost, "after rebuild");
+    let (members, _, _) = p.shutdown().unwrap();
+    let mut q = reimport(members.into_iter().collect(), Level::Raid5, seed);
+    assert_eq!(bad_lbas(&q, lun), lost, "seed {seed}: after import");
+    verify_lost(&mut q, lun, seed, 0, blocks, &lost, "after import");
 }

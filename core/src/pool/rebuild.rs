@@ -259,20 +259,28 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
 
     /// Rows of stripe `stripe` that could not be rebuilt: every live block of an extent
     /// overlapping the lost rows of the lost data strips goes on the unrecoverable list (it
-    /// reads as an error until rewritten).
+    /// reads as an error until rewritten). Map pages still in memory whose copy lay there are
+    /// written anew by a checkpoint at once (the copy the root names is gone, and an import
+    /// would find the map unreadable).
     fn record_lost_rows(&mut self, stripe: u64, lost: &LostRows) -> Result<(), IoError> {
         let geo = *self.array.geometry();
         let (strip, bb) = (geo.strip_bytes() as u64, geo.block_bytes() as u64);
         let base = stripe * self.log.sdb() as u64;
+        let mut pages = 0;
         for r in lost.ranges() {
             for i in (0..geo.data_strips()).filter(|i| r.strips >> i & 1 == 1) {
                 let lo = base + i as u64 * strip + u64::from(r.row) * bb;
-                self.record_lost_range(lo, lo + u64::from(r.rows) * bb)?;
+                let hi = lo + u64::from(r.rows) * bb;
+                pages += self.vol()?.rewrite_pages_in(lo, hi);
+                self.record_lost_range(lo, hi)?;
             }
         }
         self.array
             .events_mut()
             .push(Event::Unrecoverable { stripe });
+        if pages > 0 {
+            self.write_checkpoint()?;
+        }
         Ok(())
     }
 

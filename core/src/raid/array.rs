@@ -116,10 +116,18 @@ pub struct Member<D> {
     /// Member blocks known to hold a latent sector error (until a write to them succeeds,
     /// which remaps them): each counts once against the medium-error budget.
     bad_sectors: Vec<u64, BAD_SECTORS>,
+    /// Block ranges `[start, end)` a rebuild could not reconstruct onto this member: they hold
+    /// no valid data, so reads treat them as unreadable (without device I/O or an error
+    /// counted) until a write fills them. In memory only.
+    holes: Vec<(u64, u64), HOLES>,
 }
 
 /// Distinct bad sectors remembered per member (past that, each error counts).
 pub const BAD_SECTORS: usize = 16;
+
+/// Ranges of unrebuilt blocks remembered per member (past that, the last one widens over the
+/// rest, which only costs redundancy where the blocks were good).
+pub const HOLES: usize = 16;
 
 impl<D> Member<D> {
     /// The member's state.
@@ -363,6 +371,45 @@ impl LostRows {
     }
 }
 
+/// Adds blocks `start..end` to `holes`, joined with a range it touches; when full, the last
+/// range widens to cover them.
+fn add_hole(holes: &mut Vec<(u64, u64), HOLES>, start: u64, end: u64) {
+    if let Some(h) = holes.iter_mut().find(|h| h.0 <= end && start <= h.1) {
+        *h = (h.0.min(start), h.1.max(end));
+    } else if holes.push((start, end)).is_err()
+        && let Some(last) = holes.last_mut()
+    {
+        *last = (last.0.min(start), last.1.max(end));
+    }
+}
+
+/// Takes blocks `start..end` (just written) out of `holes`, trimming or splitting ranges; a
+/// split that finds the list full keeps the whole range (a hole that is not one only costs
+/// redundancy).
+fn fill_holes(holes: &mut Vec<(u64, u64), HOLES>, start: u64, end: u64) {
+    let mut i = 0;
+    while let Some(&(s, e)) = holes.get(i) {
+        if e <= start || s >= end {
+            i += 1;
+            continue;
+        }
+        let keep = match (s < start, e > end) {
+            (false, false) => {
+                holes.remove(i);
+                continue;
+            }
+            (true, false) => (s, start),
+            (false, true) => (end, e),
+            (true, true) if holes.push((end, e)).is_ok() => (s, start),
+            (true, true) => (s, e),
+        };
+        if let Some(h) = holes.get_mut(i) {
+            *h = keep;
+        }
+        i += 1;
+    }
+}
+
 /// Outcome of one member I/O after retries.
 enum IoOutcome {
     Ok,
@@ -399,6 +446,7 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
                     errors: DiskErrors::default(),
                     rebuilt_below: 0,
                     bad_sectors: Vec::new(),
+                    holes: Vec::new(),
                 })
                 .map_err(|_| ArrayError::DiskMismatch)?;
         }
@@ -501,6 +549,7 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
         m.rebuilt_below = 0;
         m.errors = DiskErrors::default();
         m.bad_sectors.clear();
+        m.holes.clear();
         Ok(old)
     }
 
@@ -622,7 +671,14 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
 
     fn dev_read(&mut self, disk: Slot, lba: u64, buf: &mut [u8]) -> IoOutcome {
         let retries = self.cfg.retries;
-        let Some(d) = self.members.get_mut(disk).and_then(|m| m.disk.as_mut()) else {
+        let blocks = (buf.len() / self.geo.block_bytes()) as u64;
+        let Some(m) = self.members.get_mut(disk) else {
+            return IoOutcome::Failed(ErrorKind::DeviceFailed);
+        };
+        if let Some(&(s, _)) = m.holes.iter().find(|&&(s, e)| s < lba + blocks && lba < e) {
+            return IoOutcome::Failed(ErrorKind::Medium { lba: s.max(lba) });
+        }
+        let Some(d) = m.disk.as_mut() else {
             return IoOutcome::Failed(ErrorKind::DeviceFailed);
         };
         let (res, attempts) = with_retries(retries, || d.read(lba, buf));
@@ -643,6 +699,7 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
             let blocks = (buf.len() / self.geo.block_bytes()) as u64;
             if let Some(m) = self.members.get_mut(disk) {
                 m.bad_sectors.retain(|&b| b < lba || b >= lba + blocks);
+                fill_holes(&mut m.holes, lba, lba + blocks);
             }
         }
         self.after_attempts(disk, res, attempts, true)
@@ -1325,6 +1382,10 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
                 Err(ArrayError::Unrecoverable { .. }) => {
                     let strips = self.strips_lost_at(stripe, row, disk, scratch);
                     lost.add(row as u32, strips);
+                    let lba = self.geo.stripe_lba(stripe) + row as u64;
+                    if let Some(m) = self.members.get_mut(disk) {
+                        add_hole(&mut m.holes, lba, lba + 1);
+                    }
                 }
                 Err(e) => return Err(e),
             }

@@ -326,6 +326,18 @@ fn rebuild_by_rows_writes_every_row_it_can() {
                 "{level:?} row {r}"
             );
         }
+        // The row it could not write stays unreadable on the new member: a read of a lost
+        // block fails rather than computing it from what the new member holds there.
+        a.set_online(target).unwrap();
+        for i in (0..g.data_strips()).filter(|i| strips >> i & 1 == 1) {
+            let addr = stripe * g.stripe_data_bytes() as u64 + (i * 4096 + row * 512) as u64;
+            let mut buf = vec![0u8; 512];
+            assert_eq!(
+                a.read(addr, &mut buf, &mut scratch),
+                Err(ArrayError::Unrecoverable { stripe }),
+                "{level:?} data strip {i}"
+            );
+        }
     }
 }
 

@@ -636,6 +636,21 @@ impl<const P: usize> MapCache<P> {
         Ok(Some(e.ptr()).filter(|p| !p.is_none()))
     }
 
+    /// Marks dirty every cached page whose on-disk copy overlaps log addresses `lo..hi` (a copy
+    /// that became unreadable: the next write puts the page elsewhere, from memory). Returns
+    /// how many.
+    pub(crate) fn dirty_copies_in(&mut self, lo: u64, hi: u64) -> usize {
+        let mut n = 0;
+        for m in self.cache.iter_mut().flatten() {
+            let end = m.ptr.addr + u64::from(m.ptr.len);
+            if !m.ptr.is_none() && m.ptr.addr < hi && end > lo {
+                m.dirty = true;
+                n += 1;
+            }
+        }
+        n
+    }
+
     /// Marks the page in slot `slot` dirty (its next write moves it).
     pub(crate) fn mark_dirty(&mut self, slot: usize) {
         if let Some(Some(m)) = self.cache.get_mut(slot) {

@@ -193,6 +193,13 @@ impl<'a, D: BlockDevice, const N: usize, const L: usize, const P: usize> Volume<
         map.page_ptr(&mut st, pages, lun, level, index)
     }
 
+    /// Cached map pages whose on-disk copy lies in log addresses `lo..hi` are marked dirty,
+    /// so that the next checkpoint writes them anew from memory (their copy there is lost).
+    /// Returns how many.
+    pub fn rewrite_pages_in(&mut self, lo: u64, hi: u64) -> usize {
+        self.map.dirty_copies_in(lo, hi)
+    }
+
     /// Loads page `key` into the cache and marks it dirty (the cleaner moves it).
     pub fn dirty_page(&mut self, key: PageKey) -> Result<(), IoError> {
         let (map, mut st, pages) = self.parts();
