@@ -56,9 +56,8 @@ pub enum Event {
         /// Stripe.
         stripe: u64,
     },
-    /// LUN blocks found lost that the list of lost blocks had no room for
-    /// ([`format::BAD_LIST_MAX`](crate::format::BAD_LIST_MAX) ranges): they still read as
-    /// errors (their extent's checksum fails and no redundancy rebuilds it), but
+    /// LUN blocks found lost that the list of lost blocks (64 ranges) had no room for: they
+    /// still read as errors (their extent's checksum fails and no redundancy rebuilds it), but
     /// `Pool::bad_ranges` does not name them.
     LossUnlisted {
         /// LUN.

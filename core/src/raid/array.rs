@@ -373,6 +373,7 @@ impl LostRows {
 
 /// Adds blocks `start..end` to `holes`, joined with a range it touches; when full, the last
 /// range widens to cover them.
+#[inline(never)]
 fn add_hole(holes: &mut Vec<(u64, u64), HOLES>, start: u64, end: u64) {
     if let Some(h) = holes.iter_mut().find(|h| h.0 <= end && start <= h.1) {
         *h = (h.0.min(start), h.1.max(end));
@@ -386,6 +387,7 @@ fn add_hole(holes: &mut Vec<(u64, u64), HOLES>, start: u64, end: u64) {
 /// Takes blocks `start..end` (just written) out of `holes`, trimming or splitting ranges; a
 /// split that finds the list full keeps the whole range (a hole that is not one only costs
 /// redundancy).
+#[inline(never)]
 fn fill_holes(holes: &mut Vec<(u64, u64), HOLES>, start: u64, end: u64) {
     let mut i = 0;
     while let Some(&(s, e)) = holes.get(i) {
@@ -671,14 +673,10 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
 
     fn dev_read(&mut self, disk: Slot, lba: u64, buf: &mut [u8]) -> IoOutcome {
         let retries = self.cfg.retries;
-        let blocks = (buf.len() / self.geo.block_bytes()) as u64;
-        let Some(m) = self.members.get_mut(disk) else {
-            return IoOutcome::Failed(ErrorKind::DeviceFailed);
-        };
-        if let Some(&(s, _)) = m.holes.iter().find(|&&(s, e)| s < lba + blocks && lba < e) {
-            return IoOutcome::Failed(ErrorKind::Medium { lba: s.max(lba) });
+        if let Some(at) = self.hole_in(disk, lba, buf.len()) {
+            return IoOutcome::Failed(ErrorKind::Medium { lba: at });
         }
-        let Some(d) = m.disk.as_mut() else {
+        let Some(d) = self.members.get_mut(disk).and_then(|m| m.disk.as_mut()) else {
             return IoOutcome::Failed(ErrorKind::DeviceFailed);
         };
         let (res, attempts) = with_retries(retries, || d.read(lba, buf));
@@ -686,6 +684,15 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
             self.stats.bytes_read += buf.len() as u64;
         }
         self.after_attempts(disk, res, attempts, false)
+    }
+
+    /// The first block of `len` bytes from `lba` on `disk` that lies in one of its holes.
+    #[inline(never)]
+    fn hole_in(&self, disk: Slot, lba: u64, len: usize) -> Option<u64> {
+        let end = lba + (len / self.geo.block_bytes()) as u64;
+        let m = self.members.get(disk)?;
+        let &(s, _) = m.holes.iter().find(|&&(s, e)| s < end && lba < e)?;
+        Some(s.max(lba))
     }
 
     fn dev_write(&mut self, disk: Slot, lba: u64, buf: &[u8]) -> IoOutcome {
