@@ -1653,3 +1653,42 @@ fn map_page_lost_on_disk_is_rewritten_from_memory() {
     assert_eq!(bad_lbas(&q, lun), lost, "seed {seed}: after import");
     verify_lost(&mut q, lun, seed, 0, blocks, &lost, "after import");
 }
+
+// 15. A scrub of a degraded RAID-5 that meets bit rot under live data lists exactly the blocks
+//     no reconstruction makes check (it counted them and listed nothing); they read as errors
+//     across a restart, every other block reads.
+#[test]
+fn scrub_lists_the_blocks_it_finds_lost() {
+    let seed = 151;
+    let blocks = 400;
+    let (mut p, h, lun) = filled(Level::Raid5, 4, 0, seed, false, blocks);
+    h[3].inject(Fault::Fail);
+    p.fail_disk(3).unwrap();
+    let geo = *p.array().geometry();
+    // A data block of a survivor, in the middle of what was written.
+    let stripe = (20..24)
+        .find(|&s| geo.disk_of(s, Column::Data(0)) != Some(3))
+        .unwrap();
+    let slot = geo.disk_of(stripe, Column::Data(0)).unwrap();
+    h[slot].inject(Fault::BitRot {
+        lba: Some(geo.stripe_lba(stripe) + 1),
+        bits: 5,
+    });
+    let mut buf = vec![0u8; LUN_BLOCK];
+    let unreadable: Vec<u64> = (0..blocks)
+        .filter(|&i| p.read(lun, i, &mut buf).is_err())
+        .collect();
+    assert!(
+        !unreadable.is_empty(),
+        "seed {seed}: the rot hit no live data"
+    );
+    let (_, unrepairable) = scrub(&mut p, seed);
+    assert!(unrepairable > 0, "seed {seed}: the scrub found nothing");
+    let lost = bad_lbas(&p, lun);
+    assert_eq!(lost, unreadable, "seed {seed}: listed vs unreadable");
+    verify_lost(&mut p, lun, seed, 0, blocks, &lost, "after the scrub");
+    let (members, _, _) = p.shutdown().unwrap();
+    let (mut q, _) = import(members.into_iter().flatten().collect(), Level::Raid5);
+    assert_eq!(bad_lbas(&q, lun), lost, "seed {seed}: after import");
+    verify_lost(&mut q, lun, seed, 0, blocks, &lost, "after import");
+}

@@ -311,7 +311,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
     /// The blocks of the extent at `addr` (`lun`, `lba`, `blocks`) the map still points at go
     /// on the unrecoverable list, one range per run of them: blocks rewritten since live in
     /// another extent and are not lost.
-    fn record_lost_extent(
+    pub(crate) fn record_lost_extent(
         &mut self,
         addr: u64,
         lun: u16,

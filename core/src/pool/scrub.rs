@@ -343,10 +343,10 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             healed_in_range: false,
             rebuilt_in_range: DiskSet::EMPTY,
         };
-        let mut io = self.io()?;
-        let mut rule = SeqRule::walk(io.segs().get(seg));
+        let mut rule = SeqRule::walk(self.io()?.segs().get(seg));
         while walk.reached < end {
             let cursor = walk.reached;
+            let mut io = self.io()?;
             // A damaged header: reconstruct it without each member in turn (the item read then
             // finds and heals the bad column).
             let Some((h, off, rebuilt)) = io.find_header(cursor, (end - cursor) as usize, rule)
@@ -380,6 +380,11 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
                             walk.lost += u64::from(h.blocks.max(1));
                         }
                         walk.lost_in_range |= watched;
+                        // No copy or reconstruction checks: what the map still points at here
+                        // is lost, and listed.
+                        if h.kind == ItemKind::Extent {
+                            self.record_lost_extent(cursor, h.lun, h.lba, h.blocks)?;
+                        }
                     }
                     // Checked only through reconstruction: the stripe does not check as it
                     // lies, even where the heal wrote nothing (a parity member was the bad one,
@@ -395,8 +400,8 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             }
             walk.reached = cursor + h.item_bytes() as u64;
         }
-        let bb = io.array.geometry().block_bytes() as u64;
-        walk.repaired = (io.array.stats().repair_bytes_written - before) / bb;
+        let bb = self.array.geometry().block_bytes() as u64;
+        walk.repaired = (self.array.stats().repair_bytes_written - before) / bb;
         Ok(walk)
     }
 }
