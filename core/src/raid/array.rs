@@ -686,6 +686,32 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
         self.after_attempts(disk, res, attempts, false)
     }
 
+    /// Reads a mirror piece (`out.len()` bytes from member block `lba` of data strip `strip`)
+    /// one block at a time, each from the first copy outside `exclude` that reads it; false if
+    /// some block reads on none.
+    fn read_mirror_blocks(
+        &mut self,
+        stripe: u64,
+        strip: usize,
+        lba: u64,
+        out: &mut [u8],
+        exclude: DiskSet,
+    ) -> bool {
+        let geo = self.geo;
+        for (i, block) in out.chunks_exact_mut(geo.block_bytes()).enumerate() {
+            let at = lba + i as u64;
+            let found = (0..geo.copies()).any(|copy| {
+                geo.disk_of(stripe, Column::Mirror { data: strip, copy })
+                    .filter(|&d| !exclude.contains(d) && self.readable(d, stripe))
+                    .is_some_and(|d| matches!(self.dev_read(d, at, block), IoOutcome::Ok))
+            });
+            if !found {
+                return false;
+            }
+        }
+        true
+    }
+
     /// The first block of `len` bytes from `lba` on `disk` that lies in one of its holes.
     #[inline(never)]
     fn hole_in(&self, disk: Slot, lba: u64, len: usize) -> Option<u64> {
@@ -948,6 +974,14 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
                         IoOutcome::Failed(ErrorKind::Medium { .. }) => bad = bad.with(d),
                         IoOutcome::Failed(_) => {}
                     }
+                }
+                // No copy reads it whole, and some have latent sector errors: each block from
+                // the first copy that reads it (md and ZFS read around bad sectors the same way).
+                if got.is_none()
+                    && !bad.is_empty()
+                    && self.read_mirror_blocks(stripe, strip, lba, out, exclude)
+                {
+                    got = bad.iter().next();
                 }
                 if got.is_none() {
                     // Not when the caller excluded a copy: a probe, not a loss.

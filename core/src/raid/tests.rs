@@ -341,6 +341,36 @@ fn rebuild_by_rows_writes_every_row_it_can() {
     }
 }
 
+/// Mirrors read around latent sector errors block by block: every block has a copy that reads
+/// it, though no copy reads the whole piece, so the read succeeds and the copies are repaired.
+#[test]
+fn mirror_reads_each_block_from_a_copy_that_has_it() {
+    for (level, n) in [(Level::Raid1, 3), (Level::Raid10, 4)] {
+        let mut a = array(level, n, 4096, 2);
+        let all = fill(&mut a, 13);
+        let g = *a.geometry();
+        let copies: Vec<usize> = (0..g.copies())
+            .map(|c| g.disk_of(0, Column::Mirror { data: 0, copy: c }).unwrap())
+            .collect();
+        let base = g.stripe_lba(0);
+        a.disk_mut(copies[0]).unwrap().medium.push(base + 2);
+        a.disk_mut(copies[1]).unwrap().medium.push(base + 5);
+        if let Some(&third) = copies.get(2) {
+            a.fail(third, ErrorKind::DeviceFailed).unwrap();
+        }
+        let mut buf = vec![0u8; 4096];
+        let mut scratch = vec![0u8; 4096 * n];
+        a.read(0, &mut buf, &mut scratch).unwrap();
+        assert_eq!(buf, all[..4096], "{level:?}");
+        for &d in &copies[..2] {
+            assert!(
+                a.disk_mut(d).unwrap().medium.is_empty(),
+                "{level:?}: copy {d} repaired"
+            );
+        }
+    }
+}
+
 #[test]
 fn verify_names_the_corrupt_member() {
     let mut a = array(Level::Raid6, 7, 4096, 7);
