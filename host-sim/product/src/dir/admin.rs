@@ -314,6 +314,12 @@ impl<M: Members> PoolDir<M> {
                     (_, _, Some(note)) => format!("left out ({note})"),
                     _ => "not a hot spare".to_string(),
                 };
+                if i.role == ImageRole::Spare {
+                    // Not reached: every spare image gets its GUID when the pool takes it.
+                    return Err(DirError::Invalid(format!(
+                        "{image}: which of the pool's spares it holds is not known here"
+                    )));
+                }
                 return Err(DirError::Invalid(format!(
                     "{image} is no hot spare of this pool: it is {what}"
                 )));
