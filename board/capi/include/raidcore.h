@@ -383,6 +383,17 @@ int32_t raidcore_replace_disk(raidcore_pool *pool, uint32_t slot, const raidcore
 // `pool` is a live handle; `disk` points to a disk valid until shutdown.
 int32_t raidcore_add_spare(raidcore_pool *pool, const raidcore_disk *disk);
 
+// Removes hot spare `index` (spares are numbered in the order they were given or added, from
+// 0): the configuration is written without it and its superblocks are zeroed, so the disk is
+// blank again. The pool no longer calls its callbacks after this returns.
+//
+// Errors: `RAIDCORE_E_INVALID` for an index past the spares, `RAIDCORE_E_FAULTED`, or the
+// I/O error that kept the configuration from being written (the spare stays).
+//
+// # Safety
+// `pool` is a live handle.
+int32_t raidcore_remove_spare(raidcore_pool *pool, uint32_t index);
+
 // Fills `*out` with the pool's health, member states and rebuild progress.
 //
 // # Safety

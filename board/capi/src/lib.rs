@@ -927,6 +927,28 @@ pub unsafe extern "C" fn raidcore_add_spare(
     }
 }
 
+/// Removes hot spare `index` (spares are numbered in the order they were given or added, from
+/// 0): the configuration is written without it and its superblocks are zeroed, so the disk is
+/// blank again. The pool no longer calls its callbacks after this returns.
+///
+/// Errors: `RAIDCORE_E_INVALID` for an index past the spares, `RAIDCORE_E_FAULTED`, or the
+/// I/O error that kept the configuration from being written (the spare stays).
+///
+/// # Safety
+/// `pool` is a live handle.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn raidcore_remove_spare(pool: *mut raidcore_pool, index: u32) -> i32 {
+    // SAFETY: the caller's promises.
+    unsafe {
+        with_pool(pool, |p| {
+            let Some(guid) = p.spare_guids().nth(index as usize) else {
+                return RAIDCORE_E_INVALID;
+            };
+            p.remove_spare(guid).map_or_else(admin_code, |_| 0)
+        })
+    }
+}
+
 /// Fills `*out` with the pool's health, member states and rebuild progress.
 ///
 /// # Safety

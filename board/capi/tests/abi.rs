@@ -156,3 +156,62 @@ fn a_callback_calling_its_own_pool_is_refused_with_busy() {
         assert_eq!(raidcore_pool_shutdown(pool), RAIDCORE_OK);
     }
 }
+
+/// A flush that does nothing more (the re-entering `flush` belongs to the test above, whose
+/// statics a second pool must not touch).
+unsafe extern "C" fn flush_only(_: *mut c_void) -> i32 {
+    RAIDCORE_DISK_OK
+}
+
+#[test]
+fn a_removed_spare_is_blank_and_out_of_the_pool() {
+    let cfg = config();
+    let mut disks: Vec<Vec<u8>> = (0..8).map(|_| vec![0u8; BLOCKS as usize * 512]).collect();
+    let ops: Vec<raidcore_disk> = disks
+        .iter_mut()
+        .map(|d| raidcore_disk {
+            ctx: (d as *mut Vec<u8>).cast(),
+            block_size: 512,
+            block_count: BLOCKS,
+            read: Some(read),
+            write: Some(write),
+            flush: Some(flush_only),
+        })
+        .collect();
+    // SAFETY: valid config, disks, arena and out pointers; all outlive the pool.
+    unsafe {
+        let mut arena = vec![0u8; raidcore_memory_bytes(&cfg, 8)];
+        let mut pool = null_mut();
+        let uuid = *b"raidcore-abi-t-2";
+        assert_eq!(
+            raidcore_pool_create(
+                ops.as_ptr(),
+                6,
+                ops.as_ptr().add(6),
+                2,
+                &cfg,
+                uuid.as_ptr(),
+                arena.as_mut_ptr(),
+                arena.len(),
+                &mut pool
+            ),
+            RAIDCORE_OK
+        );
+        assert_eq!(raidcore_remove_spare(pool, 2), RAIDCORE_E_INVALID);
+        assert_eq!(raidcore_remove_spare(pool, 1), RAIDCORE_OK);
+        let mut st = core::mem::MaybeUninit::<raidcore_status>::uninit();
+        assert_eq!(raidcore_pool_status(pool, st.as_mut_ptr()), RAIDCORE_OK);
+        assert_eq!(st.assume_init().spares, 1);
+        assert_eq!(raidcore_remove_spare(pool, 1), RAIDCORE_E_INVALID);
+        assert_eq!(raidcore_pool_shutdown(pool), RAIDCORE_OK);
+    }
+    // The second spare held only its superblocks, now zeroed; the first still has its own.
+    assert!(
+        disks[7].iter().all(|&b| b == 0),
+        "the removed spare is blank"
+    );
+    assert!(
+        disks[6].iter().any(|&b| b != 0),
+        "the other spare kept its superblocks"
+    );
+}
