@@ -60,6 +60,12 @@ pub const fn superblock_slot(copy: u32) -> u32 {
     if copy == 0 { 0 } else { 1 + ROOT_SLOTS }
 }
 
+/// First member block of superblock copy `copy` (0 or 1) on a member of `block_bytes` blocks.
+#[must_use]
+pub const fn superblock_lba(copy: u32, block_bytes: usize) -> u64 {
+    superblock_slot(copy) as u64 * (SLOT_BYTES / block_bytes) as u64
+}
+
 /// Label slot of root ring entry `i` (taken modulo [`ROOT_SLOTS`]).
 #[must_use]
 pub const fn root_slot(i: u32) -> u32 {

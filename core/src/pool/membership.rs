@@ -132,7 +132,7 @@ impl<D: BlockDevice, const N: usize> Membership<D, N> {
     /// the data it held when it left). Best effort: a dead disk takes no label.
     pub fn label_departing(&mut self, array: &mut Array<D, N>, slot: usize) {
         let (mut sb, members) = self.superblock(array);
-        let per = (SLOT_BYTES / array.geometry().block_bytes()) as u64;
+        let bb = array.geometry().block_bytes();
         let mut buf = [0u8; SLOT_BYTES];
         sb.disk_guid = members.get(slot).map_or(0, |m| m.guid);
         sb.role = Role::Member(slot as u8);
@@ -141,7 +141,7 @@ impl<D: BlockDevice, const N: usize> Membership<D, N> {
         }
         if let Some(d) = array.disk_mut(slot) {
             for copy in 0..2u32 {
-                let _ = d.write(u64::from(format::superblock_slot(copy)) * per, &buf);
+                let _ = d.write(format::superblock_lba(copy, bb), &buf);
                 let _ = d.flush();
             }
         }
@@ -156,8 +156,7 @@ impl<D: BlockDevice, const N: usize> Membership<D, N> {
         members: &[MemberRecord],
         copy: u32,
     ) -> Result<(), IoError> {
-        let per = (SLOT_BYTES / array.geometry().block_bytes()) as u64;
-        let lba = u64::from(format::superblock_slot(copy)) * per;
+        let lba = format::superblock_lba(copy, array.geometry().block_bytes());
         let mut slot = [0u8; SLOT_BYTES];
         for (i, m) in members.iter().enumerate() {
             sb.disk_guid = m.guid;
@@ -188,13 +187,13 @@ impl<D: BlockDevice, const N: usize> Membership<D, N> {
     /// Whether both superblock copies of every member not failed, and of every spare, read
     /// back, decode, and carry the current generation.
     pub fn superblocks_intact(&mut self, array: &mut Array<D, N>) -> bool {
-        let per = (SLOT_BYTES / array.geometry().block_bytes()) as u64;
+        let bb = array.geometry().block_bytes();
         let generation = self.conf.generation;
         let mut slot = [0u8; SLOT_BYTES];
         let current =
             |slot: &[u8]| Superblock::decode(slot).is_ok_and(|sb| sb.generation == generation);
         for copy in 0..2u32 {
-            let lba = u64::from(format::superblock_slot(copy)) * per;
+            let lba = format::superblock_lba(copy, bb);
             for d in 0..array.geometry().disks() {
                 if array.writable(d)
                     && (array.disk_read(d, lba, &mut slot).is_err() || !current(&slot))
@@ -215,10 +214,9 @@ impl<D: BlockDevice, const N: usize> Membership<D, N> {
 /// Zeroes both superblock copies of `disk` (blocks of `block_bytes`) and flushes it; best
 /// effort (a disk leaving the pool owes it nothing more).
 pub(crate) fn erase_labels<D: BlockDevice>(disk: &mut D, block_bytes: usize) {
-    let per = (SLOT_BYTES / block_bytes) as u64;
     let zeros = [0u8; SLOT_BYTES];
     for copy in 0..2u32 {
-        let _ = disk.write(u64::from(format::superblock_slot(copy)) * per, &zeros);
+        let _ = disk.write(format::superblock_lba(copy, block_bytes), &zeros);
     }
     let _ = disk.flush();
 }

@@ -506,12 +506,12 @@ pub fn read_label<D: BlockDevice>(disk: &mut D) -> Result<DiskLabel, OpenError> 
 /// healthy member out of the pool.
 pub(crate) fn read_superblock<D: BlockDevice>(disk: &mut D) -> Result<Superblock, OpenError> {
     let mut slot = [0u8; SLOT_BYTES];
-    let per = (SLOT_BYTES / disk.block_size().bytes()) as u64;
+    let bb = disk.block_size().bytes();
     let retries = ArrayConfig::default().retries;
     let mut best: Option<Superblock> = None;
     let mut version = None;
     for i in 0..2 {
-        let lba = u64::from(format::superblock_slot(i)) * per;
+        let lba = format::superblock_lba(i, bb);
         let (read, _) = crate::raid::with_retries(retries, || disk.read(lba, &mut slot));
         if read.is_err() {
             continue;
