@@ -12,7 +12,7 @@ use crate::error::IoError;
 use crate::event::Event;
 use crate::format::{BadRange, ItemKind, Root, SegState};
 use crate::log::{Log, SeqRule};
-use crate::raid::{ArrayError, Column, DiskSet, DiskState, LostRows};
+use crate::raid::{ArrayError, Column, DiskSet, DiskState, Geometry, LostRows};
 
 /// A rebuild in progress.
 #[derive(Debug, Clone, Copy)]
@@ -47,6 +47,24 @@ pub(crate) fn stripe_in_use(log: &Log, sut: &[u8], s: u64) -> bool {
         return s * (log.sdb() as u64) < log.open_stripe_addr();
     }
     true
+}
+
+/// The log address ranges `lost` names in the stripe starting at log address `base`: each lost
+/// range of rows in each of its lost data strips.
+fn lost_spans<'a>(
+    geo: &'a Geometry,
+    base: u64,
+    lost: &'a LostRows,
+) -> impl Iterator<Item = (u64, u64)> + 'a {
+    let (strip, bb) = (geo.strip_bytes() as u64, geo.block_bytes() as u64);
+    lost.ranges().iter().flat_map(move |r| {
+        (0..geo.data_strips())
+            .filter(move |i| r.strips >> i & 1 == 1)
+            .map(move |i| {
+                let lo = base + i as u64 * strip + u64::from(r.row) * bb;
+                (lo, lo + u64::from(r.rows) * bb)
+            })
+    })
 }
 
 impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: usize, const S: usize>
@@ -264,17 +282,14 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
     /// would find the map unreadable).
     fn record_lost_rows(&mut self, stripe: u64, lost: &LostRows) -> Result<(), IoError> {
         let geo = *self.array.geometry();
-        let (strip, bb) = (geo.strip_bytes() as u64, geo.block_bytes() as u64);
         let base = stripe * self.log.sdb() as u64;
+        let spans = || lost_spans(&geo, base, lost);
         let mut pages = 0;
-        for r in lost.ranges() {
-            for i in (0..geo.data_strips()).filter(|i| r.strips >> i & 1 == 1) {
-                let lo = base + i as u64 * strip + u64::from(r.row) * bb;
-                let hi = lo + u64::from(r.rows) * bb;
-                pages += self.vol()?.rewrite_pages_in(lo, hi);
-                self.record_lost_range(lo, hi)?;
-            }
+        for (lo, hi) in spans() {
+            pages += self.vol()?.rewrite_pages_in(lo, hi);
         }
+        let hi = spans().map(|(_, hi)| hi).max().unwrap_or(base);
+        self.record_lost_extents(base, hi, |a, b| spans().any(|(lo, hi)| a < hi && b > lo))?;
         self.array
             .events_mut()
             .push(Event::Unrecoverable { stripe });
@@ -284,9 +299,14 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         Ok(())
     }
 
-    /// Every extent item overlapping log addresses `lo..hi` (within one segment) has its live
-    /// blocks recorded as lost.
-    fn record_lost_range(&mut self, lo: u64, hi: u64) -> Result<(), IoError> {
+    /// Walks the segment of log address `lo` up to `hi` once: every extent item that
+    /// `overlaps(start, end)` says lies in lost bytes has its live blocks recorded as lost.
+    fn record_lost_extents(
+        &mut self,
+        lo: u64,
+        hi: u64,
+        overlaps: impl Fn(u64, u64) -> bool,
+    ) -> Result<(), IoError> {
         let seg = self.log.seg_of(lo);
         let mut cursor = self.log.seg_start(seg);
         let end = cursor + self.log.segment_bytes();
@@ -300,7 +320,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             };
             rule = rule.after(h.seq);
             let item_end = cursor + h.item_bytes() as u64;
-            if h.kind == ItemKind::Extent && item_end > lo && cursor < hi {
+            if h.kind == ItemKind::Extent && overlaps(cursor, item_end) {
                 self.record_lost_extent(cursor, h.lun, h.lba, h.blocks)?;
             }
             cursor = item_end;
