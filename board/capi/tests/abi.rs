@@ -61,6 +61,57 @@ fn config() -> raidcore_config {
     c
 }
 
+/// The C descriptions of the in-memory `disks`, with flush callback `flush`.
+fn disk_ops(disks: &mut [Vec<u8>], flush: raidcore_flush_fn) -> Vec<raidcore_disk> {
+    disks
+        .iter_mut()
+        .map(|d| raidcore_disk {
+            ctx: (d as *mut Vec<u8>).cast(),
+            block_size: 512,
+            block_count: BLOCKS,
+            read: Some(read),
+            write: Some(write),
+            flush,
+        })
+        .collect()
+}
+
+/// A new pool of the first `members` disks of `ops` (the rest are hot spares), in `arena`
+/// (sized here).
+///
+/// # Safety
+/// `ops`' contexts and `arena` outlive the pool.
+unsafe fn create(
+    ops: &[raidcore_disk],
+    members: u32,
+    cfg: &raidcore_config,
+    arena: &mut Vec<u8>,
+) -> *mut raidcore_pool {
+    let (m, sp) = ops.split_at(members as usize);
+    let spares = if sp.is_empty() { null() } else { sp.as_ptr() };
+    let uuid = *b"raidcore-abi-tst";
+    let mut pool = null_mut();
+    // SAFETY: valid config, disks, arena and out pointers (the caller's promise).
+    unsafe {
+        *arena = vec![0u8; raidcore_memory_bytes(cfg, ops.len() as u32)];
+        assert_eq!(
+            raidcore_pool_create(
+                m.as_ptr(),
+                members,
+                spares,
+                sp.len() as u32,
+                cfg,
+                uuid.as_ptr(),
+                arena.as_mut_ptr(),
+                arena.len(),
+                &mut pool
+            ),
+            RAIDCORE_OK
+        );
+    }
+    pool
+}
+
 #[test]
 fn null_pointers_and_bad_settings_are_refused() {
     let mut cfg = config();
@@ -102,36 +153,11 @@ fn null_pointers_and_bad_settings_are_refused() {
 fn a_callback_calling_its_own_pool_is_refused_with_busy() {
     let cfg = config();
     let mut disks: Vec<Vec<u8>> = (0..6).map(|_| vec![0u8; BLOCKS as usize * 512]).collect();
-    let ops: Vec<raidcore_disk> = disks
-        .iter_mut()
-        .map(|d| raidcore_disk {
-            ctx: (d as *mut Vec<u8>).cast(),
-            block_size: 512,
-            block_count: BLOCKS,
-            read: Some(read),
-            write: Some(write),
-            flush: Some(flush),
-        })
-        .collect();
+    let ops = disk_ops(&mut disks, Some(flush));
+    let mut arena = Vec::new();
     // SAFETY: valid config, disks, arena and out pointers; all outlive the pool.
     unsafe {
-        let mut arena = vec![0u8; raidcore_memory_bytes(&cfg, 6)];
-        let mut pool = null_mut();
-        let uuid = *b"raidcore-abi-t-1";
-        assert_eq!(
-            raidcore_pool_create(
-                ops.as_ptr(),
-                6,
-                null(),
-                0,
-                &cfg,
-                uuid.as_ptr(),
-                arena.as_mut_ptr(),
-                arena.len(),
-                &mut pool
-            ),
-            RAIDCORE_OK
-        );
+        let pool = create(&ops, 6, &cfg, &mut arena);
         let mut lun = 0u16;
         assert_eq!(
             raidcore_lun_create(pool, c"t".as_ptr(), 64, &mut lun),
@@ -167,36 +193,11 @@ unsafe extern "C" fn flush_only(_: *mut c_void) -> i32 {
 fn a_removed_spare_is_blank_and_out_of_the_pool() {
     let cfg = config();
     let mut disks: Vec<Vec<u8>> = (0..8).map(|_| vec![0u8; BLOCKS as usize * 512]).collect();
-    let ops: Vec<raidcore_disk> = disks
-        .iter_mut()
-        .map(|d| raidcore_disk {
-            ctx: (d as *mut Vec<u8>).cast(),
-            block_size: 512,
-            block_count: BLOCKS,
-            read: Some(read),
-            write: Some(write),
-            flush: Some(flush_only),
-        })
-        .collect();
+    let ops = disk_ops(&mut disks, Some(flush_only));
+    let mut arena = Vec::new();
     // SAFETY: valid config, disks, arena and out pointers; all outlive the pool.
     unsafe {
-        let mut arena = vec![0u8; raidcore_memory_bytes(&cfg, 8)];
-        let mut pool = null_mut();
-        let uuid = *b"raidcore-abi-t-2";
-        assert_eq!(
-            raidcore_pool_create(
-                ops.as_ptr(),
-                6,
-                ops.as_ptr().add(6),
-                2,
-                &cfg,
-                uuid.as_ptr(),
-                arena.as_mut_ptr(),
-                arena.len(),
-                &mut pool
-            ),
-            RAIDCORE_OK
-        );
+        let pool = create(&ops, 6, &cfg, &mut arena);
         assert_eq!(raidcore_remove_spare(pool, 2), RAIDCORE_E_INVALID);
         assert_eq!(raidcore_remove_spare(pool, 1), RAIDCORE_OK);
         let mut st = core::mem::MaybeUninit::<raidcore_status>::uninit();
