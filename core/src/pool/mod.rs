@@ -894,20 +894,17 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
 
     /// Changes LUN `lun`'s size to `blocks` 4 KiB blocks. Shrinking trims the blocks past the
     /// new end first (their data and any lost ranges there are gone); growing adds blocks that
-    /// read as zeros. Durable on return; a crash before that leaves the old size (with the
-    /// tail trimmed, for a shrink).
+    /// read as zeros. A size that needs a map tree of another height (height `h` covers
+    /// `FANOUT^h` blocks) adds or removes levels at the root, writing one map page per level
+    /// added. Durable on return; a crash before that leaves the old size (with the tail
+    /// trimmed, for a shrink).
     ///
     /// Errors: [`LunError::NoSuchLun`]; [`LunError::BadSize`] for zero or more than
-    /// [`Pool::usable_bytes`]; [`LunError::MapHeight`] when the new size needs a map tree of
-    /// another height (height `h` covers `FANOUT^h` blocks); [`LunError::Io`] as for a write.
+    /// [`Pool::usable_bytes`]; [`LunError::Io`] as for a write (the size is unchanged).
     pub fn resize_lun(&mut self, lun: u16, blocks: u64) -> Result<(), LunError> {
-        let rec = self.luns.live(lun).map_err(|_| LunError::NoSuchLun)?;
-        let (old, depth) = (rec.blocks, rec.depth);
+        let old = self.luns.live(lun).map_err(|_| LunError::NoSuchLun)?.blocks;
         if blocks == 0 || blocks.saturating_mul(LUN_BLOCK as u64) > self.usable_bytes() {
             return Err(LunError::BadSize);
-        }
-        if crate::volume::luns::Lun::depth_for(blocks) != depth {
-            return Err(LunError::MapHeight);
         }
         if blocks == old {
             return Ok(());
@@ -921,6 +918,8 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         if blocks < old {
             self.trim_blocks(lun, blocks, old - blocks)?;
         }
+        let top = crate::volume::luns::Lun::depth_for(blocks) - 1;
+        self.vol()?.resize_map(lun, blocks, top)?;
         if let Some(r) = self.luns.slot_mut(lun) {
             r.blocks = blocks;
         }

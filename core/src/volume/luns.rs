@@ -47,9 +47,6 @@ pub enum LunError {
     NameTaken,
     /// No LUN with that number.
     NoSuchLun,
-    /// The new size needs a map tree of another height; only resizes within one height
-    /// (up to `FANOUT^h` blocks for the LUN's height `h`) are supported.
-    MapHeight,
     /// Writing the new LUN table failed.
     Io(IoError),
 }
@@ -62,9 +59,6 @@ impl core::fmt::Display for LunError {
             LunError::BadName => f.write_str("LUN name must be 1 to 24 bytes"),
             LunError::NameTaken => f.write_str("a LUN with this name exists"),
             LunError::NoSuchLun => f.write_str("no such LUN"),
-            LunError::MapHeight => {
-                f.write_str("the new size needs a LUN map of another height (not supported yet)")
-            }
             LunError::Io(e) => write!(f, "{e}"),
         }
     }

@@ -34,6 +34,9 @@ pub(crate) trait PageStore {
     fn set_root(&mut self, lun: u16, ptr: BlockPtr) -> Result<(), IoError>;
     /// Top level of `lun`'s tree (0: the root is a leaf).
     fn top(&self, lun: u16) -> Result<u8, IoError>;
+    /// Sets the top level of `lun`'s tree (a change of height; see
+    /// [`MapCache::change_height`]).
+    fn set_top(&mut self, lun: u16, top: u8) -> Result<(), IoError>;
     /// `lun`'s size in blocks and top level, if it exists.
     fn size(&self, lun: u16) -> Option<(u64, u8)>;
 }
@@ -594,6 +597,185 @@ impl<const P: usize> MapCache<P> {
             st.release(ptr);
         }
         Ok(())
+    }
+
+    /// Drops every cached page of `lun`, which must all be clean (written).
+    fn drop_lun_pages(&mut self, lun: u16) -> Result<(), IoError> {
+        for m in &mut self.cache {
+            if m.is_some_and(|m| m.key.lun == lun) {
+                if m.is_some_and(|m| m.dirty) {
+                    return Err(bug!(IoError));
+                }
+                *m = None;
+            }
+        }
+        Ok(())
+    }
+
+    /// Gives `lun`'s tree the shape of a LUN of `blocks` blocks with top level `top` (a LUN
+    /// resize; the caller has unmapped every block from `blocks` on). Shrinking releases the
+    /// pages wholly past the new end, so none is left behind for a later growth to find;
+    /// a change of height adds or removes levels at the root, as a B-tree grows or shrinks:
+    /// growing puts the old root under a chain of new roots, at entry 0 of each, and
+    /// shrinking keeps the subtree under entry 0 of the dropped roots. Dirty pages are written
+    /// first and `lun`'s pages leave the cache. An error leaves every block mapped as it was
+    /// (pages past the end may be released in part).
+    pub(crate) fn resize(
+        &mut self,
+        st: &mut impl PageStore,
+        pages: &mut [u8],
+        lun: u16,
+        blocks: u64,
+        top: u8,
+    ) -> Result<(), IoError> {
+        let (old, now) = st.size(lun).ok_or(IoError::NoSuchLun)?;
+        if blocks < old {
+            self.prune_past(st, pages, lun, blocks)?;
+        }
+        if top == now {
+            return Ok(());
+        }
+        self.write_dirty_pages(st, pages)?;
+        self.drop_lun_pages(lun)?;
+        if st.root(lun)?.is_none() {
+            return st.set_top(lun, top);
+        }
+        if top > now {
+            self.raise_root(st, pages, lun, top)
+        } else {
+            self.lower_root(st, pages, lun, top)
+        }
+    }
+
+    /// Releases every page of `lun`'s tree that lies wholly past block `blocks` (they map
+    /// nothing) and clears the entries that point at them, from the root down along the last
+    /// page still in range.
+    fn prune_past(
+        &mut self,
+        st: &mut impl PageStore,
+        pages: &mut [u8],
+        lun: u16,
+        blocks: u64,
+    ) -> Result<(), IoError> {
+        if blocks == 0 || !self.root_exists(st, lun)? {
+            return Ok(());
+        }
+        for level in (1..=st.top(lun)?).rev() {
+            let index = (blocks - 1) / span(level + 1);
+            let kept = blocks.div_ceil(span(level)) - index * FANOUT as u64;
+            for child in kept..FANOUT as u64 {
+                let (e, cached) = self.child_entry(st, pages, lun, level, index, child)?;
+                if !e.valid && !cached {
+                    continue;
+                }
+                let key = PageKey {
+                    lun,
+                    level: level - 1,
+                    index: index * FANOUT as u64 + child,
+                };
+                self.release_walk(st, pages, lun, key.level, key.index, e.ptr())?;
+                let slot = self.load_page(st, pages, PageKey { lun, level, index })?;
+                MapEntry::NONE.encode(page(pages, slot)?, child as usize * ENTRY_BYTES);
+                self.mark_dirty(slot);
+            }
+        }
+        Ok(())
+    }
+
+    /// Puts new roots above `lun`'s root up to level `top`, each pointing at the one below
+    /// from entry 0. On an error the pages written so far are released.
+    fn raise_root(
+        &mut self,
+        st: &mut impl PageStore,
+        pages: &mut [u8],
+        lun: u16,
+        top: u8,
+    ) -> Result<(), IoError> {
+        let old = st.root(lun)?;
+        let mut written: Vec<BlockPtr, 8> = Vec::new();
+        let mut below = old;
+        for level in st.top(lun)? + 1..=top {
+            let res = self
+                .write_root_above(st, pages, lun, level, below)
+                .and_then(|p| written.push(p).map(|()| p).map_err(|_| bug!(IoError)));
+            match res {
+                Ok(p) => below = p,
+                Err(e) => {
+                    for &p in &written {
+                        st.release(p);
+                    }
+                    st.set_root(lun, old)?;
+                    return Err(e);
+                }
+            }
+        }
+        st.set_top(lun, top)
+    }
+
+    /// Writes a page at `level` (above `lun`'s top) whose entry 0 is `child`; the root
+    /// pointer follows it. Returns where it went.
+    fn write_root_above(
+        &mut self,
+        st: &mut impl PageStore,
+        pages: &mut [u8],
+        lun: u16,
+        level: u8,
+        child: BlockPtr,
+    ) -> Result<BlockPtr, IoError> {
+        let slot = self.alloc_slot(st, pages)?;
+        let pg = page(pages, slot)?;
+        pg.fill(0);
+        MapEntry::from_ptr(child).encode(pg, 0);
+        let lru = self.touch();
+        let key = PageKey {
+            lun,
+            level,
+            index: 0,
+        };
+        let meta = self.cache.get_mut(slot).ok_or(bug!(IoError))?;
+        *meta = Some(PageMeta {
+            key,
+            ptr: BlockPtr::NONE,
+            dirty: true,
+            children: 0,
+            lru,
+        });
+        // Above the top, write_page points the root at the new copy.
+        let res = self.write_page(st, pages, slot);
+        let ptr = self.cache.get(slot).copied().flatten().map(|m| m.ptr);
+        if let Some(m) = self.cache.get_mut(slot) {
+            *m = None;
+        }
+        res?;
+        ptr.ok_or(bug!(IoError))
+    }
+
+    /// Removes `lun`'s levels above `top`: the subtree under entry 0 of each becomes the
+    /// tree and the old roots are released (their other entries are empty: see
+    /// [`Self::prune_past`]).
+    fn lower_root(
+        &mut self,
+        st: &mut impl PageStore,
+        pages: &mut [u8],
+        lun: u16,
+        top: u8,
+    ) -> Result<(), IoError> {
+        let from = st.top(lun)?;
+        let mut chain: Vec<BlockPtr, 8> = Vec::new();
+        let mut ptr = st.root(lun)?;
+        for level in (top + 1..=from).rev() {
+            chain.push(ptr).map_err(|_| bug!(IoError))?;
+            if ptr.is_none() {
+                break;
+            }
+            ptr = self.child_entry(st, pages, lun, level, 0, 0)?.0.ptr();
+        }
+        self.drop_lun_pages(lun)?;
+        for &p in chain.iter().filter(|p| !p.is_none()) {
+            st.release(p);
+        }
+        st.set_top(lun, top)?;
+        st.set_root(lun, ptr)
     }
 
     /// The current on-disk pointer of map page `(lun, level, index)`, if the page exists

@@ -1,7 +1,8 @@
 //! A model-based check of the map cache: the body of the `map_cache` fuzz target and of the
 //! core's seeded property tests, so both run the same checks.
 //!
-//! A sequence of operations (set, get, unmap, write-back, restart, LUN deletion and creation,
+//! A sequence of operations (set, get, unmap, write-back, restart, LUN deletion, creation and
+//! resize across tree heights,
 //! the cleaner's page lookup and relocation) runs against `MapCache<P>` over an in-memory page
 //! store and against a `HashMap` of the entries that should be mapped. Checked after every
 //! operation: each answer against the model; CacheFull only on a LUN whose tree is deeper than
@@ -101,6 +102,9 @@ pub(crate) enum Op {
     Delete { lun: u8 },
     /// A deleted LUN comes back with a new size (and possibly a new depth).
     Create { lun: u8, size: Size },
+    /// A LUN takes a new size, as `Pool::resize_lun` does: the blocks past the new end are
+    /// unmapped, then `resize` (pages past the end released, height changed).
+    Resize { lun: u8, size: Size },
     /// `page_ptr` of the page at `level` over the block at `at` (or, with `past`, the first
     /// page index past the LUN's end).
     PagePtr {
@@ -188,8 +192,20 @@ struct StoredPage {
 /// while it runs; a LUN being deleted releases its current pages.
 #[derive(Debug, Clone, Copy)]
 enum Flux {
-    Unmap { lun: u16, lo: u64, hi: u64 },
-    Release { lun: u16 },
+    Unmap {
+        lun: u16,
+        lo: u64,
+        hi: u64,
+    },
+    Release {
+        lun: u16,
+    },
+    /// A change of height to `depth` levels for a LUN of `blocks` blocks.
+    Resize {
+        lun: u16,
+        depth: u8,
+        blocks: u64,
+    },
 }
 
 /// Map pages in memory, with the accounting the pool keeps.
@@ -230,6 +246,25 @@ impl View<'_> {
         matches!(self.flux, Some(Flux::Release { lun: l }) if l == lun)
     }
 
+    /// The new depth and size of `lun`, while it changes height.
+    fn resizing(&self, lun: u16) -> Option<(u8, u64)> {
+        match self.flux {
+            Some(Flux::Resize {
+                lun: l,
+                depth,
+                blocks,
+            }) if l == lun => Some((depth, blocks)),
+            _ => None,
+        }
+    }
+
+    /// Whether page `k` is outside the shape its LUN is changing to (a change of height may
+    /// release it).
+    fn outside_new_shape(&self, k: Key) -> bool {
+        self.resizing(k.0)
+            .is_some_and(|(depth, blocks)| k.1 >= depth || k.2 >= pages_at(blocks, k.1))
+    }
+
     /// What entry `i` of the page `k` should hold now; `None` when it need not be checked.
     fn expected(&self, k: Key, i: u64) -> Option<(MapEntry, bool)> {
         let (lun, level, index) = k;
@@ -239,7 +274,8 @@ impl View<'_> {
         let child = index * FANOUT as u64 + i;
         if level > 0 {
             let e = self.s.newest.get(&(lun, level - 1, child));
-            return Some((e.map_or(MapEntry::NONE, |p| MapEntry::from_ptr(*p)), false));
+            let pruned = self.outside_new_shape((lun, level - 1, child));
+            return Some((e.map_or(MapEntry::NONE, |p| MapEntry::from_ptr(*p)), pruned));
         }
         let want = self.model.get(&(lun, child)).copied();
         let unmapping = matches!(self.flux,
@@ -251,8 +287,10 @@ impl View<'_> {
     /// what the model says.
     fn check_write(&mut self, k: Key, hdr: &ItemHeader, payload: &[u8]) {
         let rec = self.s.luns.get(k.0 as usize).copied();
-        let fits =
-            rec.is_some_and(|r| r.blocks > 0 && k.1 < r.depth && k.2 < pages_at(r.blocks, k.1));
+        let new_depth = self.resizing(k.0).map_or(0, |(d, _)| d);
+        let fits = rec.is_some_and(|r| {
+            r.blocks > 0 && k.1 < r.depth.max(new_depth) && k.2 < pages_at(r.blocks, k.1)
+        });
         if hdr.kind != ItemKind::MapPage || payload.len() != PAGE_PAYLOAD || !fits {
             self.s
                 .violation(format!("write of page {k:?}: bad header {hdr:?} or size"));
@@ -333,7 +371,10 @@ impl PageStore for View<'_> {
             return;
         };
         let key = p.key;
-        if self.s.newest.get(&key) == Some(&ptr) && !self.releasing(key.0) {
+        if self.s.newest.get(&key) == Some(&ptr)
+            && !self.releasing(key.0)
+            && !self.outside_new_shape(key)
+        {
             self.s
                 .violation(format!("release of page {key:?}'s current copy"));
         }
@@ -377,9 +418,14 @@ impl PageStore for View<'_> {
     }
 
     fn set_root(&mut self, lun: u16, ptr: BlockPtr) -> Result<(), IoError> {
-        let top = self.top(lun)?;
+        // While the height changes, the root may be the newest copy of any level's page 0.
+        let top = match self.s.pages.get(&ptr.addr) {
+            Some(p) if self.resizing(lun).is_some() && p.key.0 == lun => p.key.1,
+            _ => self.top(lun)?,
+        };
         let newest = self.s.newest.get(&(lun, top, 0)).copied();
-        if newest != Some(ptr) && !(ptr.is_none() && self.releasing(lun)) {
+        let emptied = self.releasing(lun) || self.resizing(lun).is_some();
+        if newest != Some(ptr) && !(ptr.is_none() && emptied) {
             self.s.violation(format!(
                 "LUN {lun}: root set to {ptr:?}, newest copy is {newest:?}"
             ));
@@ -395,6 +441,16 @@ impl PageStore for View<'_> {
     fn top(&self, lun: u16) -> Result<u8, IoError> {
         let r = self.s.luns.get(lun as usize).ok_or(IoError::NoSuchLun)?;
         Ok(r.depth.saturating_sub(1))
+    }
+
+    fn set_top(&mut self, lun: u16, top: u8) -> Result<(), IoError> {
+        let r = self
+            .s
+            .luns
+            .get_mut(lun as usize)
+            .ok_or(IoError::NoSuchLun)?;
+        r.depth = top + 1;
+        Ok(())
     }
 
     fn size(&self, lun: u16) -> Option<(u64, u8)> {
@@ -479,6 +535,7 @@ impl<const P: usize> Run<P> {
                 self.create(lun, size);
                 Ok(())
             }
+            Op::Resize { lun, size } => self.resize(lun, size),
             Op::PagePtr {
                 lun,
                 level,
@@ -627,6 +684,58 @@ impl<const P: usize> Run<P> {
                 root: BlockPtr::NONE,
             };
         }
+    }
+
+    /// `Pool::resize_lun`'s map work: the tail past the new end unmapped, then the height
+    /// changed; the store's pages outside the new shape are gone from its newest copies.
+    fn resize(&mut self, l: u8, size: Size) -> Result<(), String> {
+        let Some((lun, rec)) = self.live(l) else {
+            return Ok(());
+        };
+        let blocks = size.blocks();
+        // A tree deeper than the cache cannot be worked at all (every call is CacheFull);
+        // growing into one would leave pages no deletion can reach.
+        if depth_of(blocks) as usize > P {
+            return Ok(());
+        }
+        if blocks < rec.blocks {
+            let (lo, hi) = (blocks, rec.blocks);
+            let (map, mut st, pages) = self.parts(Some(Flux::Unmap { lun, lo, hi }));
+            let res = map.unmap_range(&mut st, pages, lun, lo, hi - lo);
+            if Self::outcome(rec, "unmap_range", res)?.is_none() {
+                return Ok(());
+            }
+            self.model
+                .retain(|&(l, lba), _| l != lun || !(lo..hi).contains(&lba));
+        }
+        let depth = depth_of(blocks);
+        let flux = Flux::Resize { lun, depth, blocks };
+        let (map, mut st, pages) = self.parts(Some(flux));
+        let res = map.resize(&mut st, pages, lun, blocks, depth - 1);
+        let deeper = LunRec {
+            depth: depth.max(rec.depth),
+            ..rec
+        };
+        let changed = Self::outcome(deeper, "resize", res)?.is_some();
+        let r = self
+            .store
+            .luns
+            .get_mut(lun as usize)
+            .ok_or("resize: LUN gone")?;
+        if !changed {
+            if r.depth == rec.depth {
+                return Ok(());
+            }
+            return Err(format!("resize failed with depth {} left", r.depth));
+        }
+        if r.depth != depth {
+            return Err(format!("resize to {depth} levels left {}", r.depth));
+        }
+        r.blocks = blocks;
+        self.store
+            .newest
+            .retain(|k, _| k.0 != lun || (k.1 < depth && k.2 < pages_at(blocks, k.1)));
+        Ok(())
     }
 
     /// The page key `level`/`at`/`past` name in `rec`'s tree.
@@ -815,7 +924,7 @@ impl Bytes<'_> {
     }
     fn op(&mut self) -> Op {
         let lun = self.u8();
-        match self.u8() % 16 {
+        match self.u8() % 17 {
             0..=5 => Op::Set {
                 lun,
                 at: self.at(),
@@ -843,10 +952,17 @@ impl Bytes<'_> {
                 at: self.at(),
                 past: self.u8() & 1 == 1,
             },
-            _ => Op::Relocate {
+            15 => Op::Relocate {
                 lun,
                 level: self.u8(),
                 at: self.at(),
+            },
+            _ => Op::Resize {
+                lun,
+                size: Size {
+                    depth: self.u8(),
+                    frac: self.u32(),
+                },
             },
         }
     }

@@ -104,6 +104,11 @@ impl<D: BlockDevice, const N: usize, const L: usize> PageStore for LogPages<'_, 
         self.luns.top_level(lun)
     }
 
+    fn set_top(&mut self, lun: u16, top: u8) -> Result<(), IoError> {
+        self.luns.slot_mut(lun).ok_or(IoError::NoSuchLun)?.depth = top + 1;
+        Ok(())
+    }
+
     fn size(&self, lun: u16) -> Option<(u64, u8)> {
         let r = self.luns.slot(lun).filter(|r| r.blocks > 0)?;
         Some((r.blocks, r.depth.saturating_sub(1)))
@@ -174,6 +179,13 @@ impl<'a, D: BlockDevice, const N: usize, const L: usize, const P: usize> Volume<
         let blocks = self.luns.slot(lun).ok_or(IoError::NoSuchLun)?.blocks;
         let (map, mut st, pages) = self.parts();
         map.release_lun_map(&mut st, pages, lun, blocks)
+    }
+
+    /// Gives `lun`'s map the shape of `blocks` blocks under top level `top`
+    /// ([`MapCache::resize`]; the blocks past the new end are unmapped already).
+    pub fn resize_map(&mut self, lun: u16, blocks: u64, top: u8) -> Result<(), IoError> {
+        let (map, mut st, pages) = self.parts();
+        map.resize(&mut st, pages, lun, blocks, top)
     }
 
     /// Writes every dirty map page, leaves first.

@@ -128,16 +128,22 @@ fn membership_and_luns(dir: &Path, sock: &Path) {
         "lun", "resize", "--dir", d, "--name", "extra", "--size", "4M",
     ]);
     qemu_io(sock, "extra", &["read -P 7 0 1M", "read -P 0 2M 2M"]);
-    // 64 KiB needs a map of another height: refused, the size stays.
-    let (_, err) = exits(
-        4,
-        &[
-            "lun", "resize", "--dir", d, "--name", "extra", "--size", "64K",
-        ],
+    // 64 KiB has a map one level lower, 6 MiB one level higher again: the data stays.
+    ok(&[
+        "lun", "resize", "--dir", d, "--name", "extra", "--size", "64K",
+    ]);
+    qemu_io(sock, "extra", &["read -P 7 0 64K"]);
+    ok(&[
+        "lun", "resize", "--dir", d, "--name", "extra", "--size", "6M",
+    ]);
+    qemu_io(
+        sock,
+        "extra",
+        &["read -P 7 0 64K", "read -P 0 64K 1M", "write -P 9 5M 1M"],
     );
-    assert!(err.contains("another height"), "{err}");
+    qemu_io(sock, "extra", &["read -P 7 0 64K", "read -P 9 5M 1M"]);
     let list = ok(&["lun", "list", "--dir", d, "--json"]);
-    assert!(list.contains("4194304"), "{list}");
+    assert!(list.contains("6291456"), "{list}");
     ok(&["lun", "delete", "--dir", d, "--name", "extra"]);
     let exports = String::from_utf8_lossy(
         &run_ok(

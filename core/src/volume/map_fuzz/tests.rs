@@ -28,6 +28,7 @@ fn op(luns: u8) -> impl Strategy<Value = Op> {
         1 => Just(Op::Remount),
         1 => lun.clone().prop_map(|lun| Op::Delete { lun }),
         1 => (lun.clone(), size(1..=3)).prop_map(|(lun, size)| Op::Create { lun, size }),
+        1 => (lun.clone(), size(1..=3)).prop_map(|(lun, size)| Op::Resize { lun, size }),
         2 => (lun.clone(), 0u8..3, at(), proptest::bool::weighted(0.1))
             .prop_map(|(lun, level, at, past)| Op::PagePtr { lun, level, at, past }),
         1 => (lun, 0u8..3, at()).prop_map(|(lun, level, at)| Op::Relocate { lun, level, at }),

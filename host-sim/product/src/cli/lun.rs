@@ -52,7 +52,7 @@ pub enum LunAction {
         json: bool,
     },
     /// Change a LUN's size: growing adds blocks that read as zeros, shrinking discards the
-    /// data past the new end. Sizes that need a LUN map of another height are refused.
+    /// data past the new end.
     Resize {
         /// The pool directory.
         #[arg(long)]
