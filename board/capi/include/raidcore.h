@@ -371,6 +371,15 @@ int32_t raidcore_maintenance(raidcore_pool *pool, raidcore_maintenance_report *r
 // `pool` is a live handle.
 int32_t raidcore_fail_disk(raidcore_pool *pool, uint32_t slot);
 
+// Brings failed member `slot` back with the disk it still holds (failed by hand, or its
+// device answers again): only the stripes written since it left are rebuilt (by
+// `raidcore_maintenance`). `RAIDCORE_E_FAULTED` on a faulted pool; `RAIDCORE_E_INVALID` for a
+// slot out of range, not failed, or whose disk's label is not this member's.
+//
+// # Safety
+// `pool` is a live handle.
+int32_t raidcore_online(raidcore_pool *pool, uint32_t slot);
+
 // Puts the blank `*disk` into failed member slot `slot` and starts rebuilding onto it.
 //
 // # Safety

@@ -887,6 +887,23 @@ pub unsafe extern "C" fn raidcore_fail_disk(pool: *mut raidcore_pool, slot: u32)
     }
 }
 
+/// Brings failed member `slot` back with the disk it still holds (failed by hand, or its
+/// device answers again): only the stripes written since it left are rebuilt (by
+/// `raidcore_maintenance`). `RAIDCORE_E_FAULTED` on a faulted pool; `RAIDCORE_E_INVALID` for a
+/// slot out of range, not failed, or whose disk's label is not this member's.
+///
+/// # Safety
+/// `pool` is a live handle.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn raidcore_online(pool: *mut raidcore_pool, slot: u32) -> i32 {
+    // SAFETY: the caller's promise.
+    unsafe {
+        with_pool(pool, |p| {
+            p.online(slot as usize).map_or_else(admin_code, |()| 0)
+        })
+    }
+}
+
 /// Puts the blank `*disk` into failed member slot `slot` and starts rebuilding onto it.
 ///
 /// # Safety

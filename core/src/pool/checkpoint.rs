@@ -265,6 +265,16 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         Err(OpenError::NoValidRoot)
     }
 
+    /// The newest root on member `d` alone, if any slot of its ring holds one.
+    pub(crate) fn newest_root_on(&mut self, d: usize) -> Option<Root> {
+        (0..ROOT_SLOTS)
+            .filter_map(|i| {
+                let lba = self.root_lba(i);
+                self.read_root(d, lba)
+            })
+            .max_by_key(|r| r.root_gen)
+    }
+
     /// The root in member `d`'s slot at `lba`, if it decodes, names this pool and fits its
     /// geometry ([`Root::fits`]).
     fn read_root(&mut self, d: usize, lba: u64) -> Option<Root> {

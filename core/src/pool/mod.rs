@@ -246,6 +246,12 @@ pub enum AdminError {
     /// The pool is faulted (more members out of sync than the level tolerates): a spare or a
     /// replacement would be recorded as rebuilding data nothing can rebuild.
     Faulted,
+    /// The disk offered to bring back is not the one that left this member slot: its label
+    /// is unreadable, of another pool, or of another disk.
+    NotThisMember {
+        /// The slot asked for.
+        slot: usize,
+    },
     /// Writing the new configuration failed.
     Io(IoError),
 }
@@ -268,6 +274,11 @@ impl core::fmt::Display for AdminError {
             AdminError::Faulted => f.write_str(
                 "the pool is faulted: no spare or replacement can be rebuilt; import it again \
                  with the members that failed last",
+            ),
+            AdminError::NotThisMember { slot } => write!(
+                f,
+                "the disk is not the one that left member slot {slot} (another pool's, another \
+                 slot's, or replaced since)"
             ),
             AdminError::Io(e) => write!(f, "{e}"),
         }

@@ -27,6 +27,52 @@ pub(crate) struct Rebuild {
     /// The segment whose items the rebuild last walked because a stripe's remaining parity
     /// disagreed with its reconstruction (one walk per segment; in memory only).
     pub walked: Option<u32>,
+    /// For a member that came back ([`Pool::online_disk`]): what it holds already, so only
+    /// the stripes written since are rebuilt (in memory only: a restart rebuilds the rest).
+    pub since: Option<Since>,
+}
+
+/// What a member that came back still holds: everything the log wrote before the newest
+/// checkpoint root on it, outside that root's window of segments. The log writes only into
+/// the segments of its window between two checkpoints, and every segment it enters later
+/// records a first item sequence number at least `next_seq`; so a stripe of any other
+/// segment is as it was when the member left (a write-intent record, as md's bitmap).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Since {
+    /// The root's next item sequence number.
+    pub next_seq: u64,
+    /// The root's window (the segments the log could write after it).
+    pub window: [u32; 16],
+    pub window_len: u8,
+}
+
+impl Since {
+    /// What a member holds whose newest root is `root`.
+    pub fn of(root: &Root) -> Since {
+        let mut window = [u32::MAX; 16];
+        for (w, &s) in window.iter_mut().zip(root.reserved.iter()) {
+            *w = s;
+        }
+        Since {
+            next_seq: root.log.next_item_seq,
+            window,
+            window_len: root.reserved.len().min(16) as u8,
+        }
+    }
+
+    /// Whether the member holds stripe `s` as it is (its segment untouched since the root).
+    fn holds(&self, log: &Log, sut: &[u8], s: u64) -> bool {
+        let seg = (s / u64::from(log.segment_stripes())) as u32;
+        if seg >= log.segments() {
+            return false;
+        }
+        let window = self
+            .window
+            .get(..usize::from(self.window_len))
+            .unwrap_or(&[]);
+        let e = crate::format::SegEntry::decode(sut, seg as usize * crate::format::SEG_ENTRY_BYTES);
+        e.first_seq < self.next_seq && !window.contains(&seg)
+    }
 }
 
 /// Whether stripe `s` holds data that must be rebuilt or scrubbed: its segment is in use and
@@ -80,6 +126,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             stripes_total: 0,
             last_permille: 0,
             walked: None,
+            since: None,
         });
         self.array.events_mut().push(Event::RebuildStarted { disk });
     }
@@ -88,6 +135,13 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
     pub(crate) fn stripe_in_use(&mut self, s: u64) -> Result<bool, IoError> {
         let (log, sut) = self.log_and_sut()?;
         Ok(stripe_in_use(log, sut, s))
+    }
+
+    /// Whether rebuild `r` has to rebuild stripe `s`: it holds data, and the member does not
+    /// hold it already ([`Since`]).
+    fn needs_rebuild(&mut self, r: &Rebuild, s: u64) -> Result<bool, IoError> {
+        let (log, sut) = self.log_and_sut()?;
+        Ok(stripe_in_use(log, sut, s) && !r.since.is_some_and(|x| x.holds(log, sut, s)))
     }
 
     /// Rebuilds up to `budget` stripes; finishes the rebuild when the cursor reaches the end.
@@ -99,13 +153,15 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         if r.stripes_total == 0 {
             let (log, sut) = self.log_and_sut()?;
             r.stripes_total = (r.next_stripe..stripes)
-                .filter(|&s| stripe_in_use(log, sut, s))
+                .filter(|&s| {
+                    stripe_in_use(log, sut, s) && !r.since.is_some_and(|x| x.holds(log, sut, s))
+                })
                 .count() as u64;
         }
         let mut done = 0u64;
         while r.next_stripe < stripes && done < u64::from(budget) {
             let s = r.next_stripe;
-            if self.stripe_in_use(s)? {
+            if self.needs_rebuild(&r, s)? {
                 if let Err(e) = self.rebuild_stripe(&mut r, s)? {
                     self.rebuild = Some(r);
                     self.after_membership_change()?;

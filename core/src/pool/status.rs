@@ -6,7 +6,7 @@ use raidcore_hal::{BlockDevice, ErrorKind};
 
 use super::membership::Spare;
 use super::scrub::Scrub;
-use super::{AdminError, Pool};
+use super::{AdminError, Pool, rebuild};
 use crate::error::IoError;
 use crate::format::BadRange;
 use crate::raid::{DiskErrors, DiskState};
@@ -202,6 +202,90 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         }
         if self.rebuild.is_none() {
             self.start_rebuild_at(slot as u8, 0);
+        }
+        Ok(self.write_config()?)
+    }
+
+    /// Brings back the disk that left failed member slot `slot` (pulled, or failed by hand,
+    /// and now returned as it was): `disk` must carry this pool's label naming it the disk of
+    /// that slot. It rejoins as rebuilding, and only the stripes the log may have written
+    /// since the newest checkpoint root on it are rebuilt (a write-intent record kept by the
+    /// log itself); the rest is taken as it is, and the item checksums still check every
+    /// read. If another rebuild is running, this member waits for it and is then rebuilt
+    /// whole. [`Pool::online`] does the same with the disk the slot still holds.
+    ///
+    /// Errors: [`AdminError::Faulted`] (import the pool again instead: it assembles the best
+    /// set of members); [`AdminError::NoSuchSlot`]; [`AdminError::NotFailed`];
+    /// [`AdminError::NotThisMember`] when the disk's label is unreadable, of another pool, or
+    /// of another disk (the slot was refilled since); [`AdminError::DiskMismatch`];
+    /// [`AdminError::Io`] if the configuration could not be written.
+    pub fn online_disk(&mut self, slot: usize, mut disk: D) -> Result<(), AdminError> {
+        let in_sync = self.check_rejoin(slot, Some(&mut disk))?;
+        self.array
+            .replace(slot, disk)
+            .map_err(|_| AdminError::DiskMismatch)?;
+        self.resync(slot, in_sync)
+    }
+
+    /// [`Pool::online_disk`] with the disk failed member slot `slot` still holds (a member
+    /// failed by hand, or one whose device errors have stopped).
+    ///
+    /// Errors: as [`Pool::online_disk`]; [`AdminError::NotThisMember`] also when the slot
+    /// holds no disk.
+    pub fn online(&mut self, slot: usize) -> Result<(), AdminError> {
+        let in_sync = self.check_rejoin(slot, None)?;
+        self.array
+            .rejoin(slot)
+            .map_err(|_| AdminError::NoSuchSlot { slot })?;
+        self.resync(slot, in_sync)
+    }
+
+    /// Whether `slot` may take back `disk` (or, with none, the disk it holds); if so, whether
+    /// the disk was in sync when it left (its own label names it online, not rebuilding).
+    fn check_rejoin(&mut self, slot: usize, disk: Option<&mut D>) -> Result<bool, AdminError> {
+        if self.health() == Health::Faulted {
+            return Err(AdminError::Faulted);
+        }
+        let m = self
+            .array
+            .member(slot)
+            .ok_or(AdminError::NoSuchSlot { slot })?;
+        if m.state() != DiskState::Failed {
+            return Err(AdminError::NotFailed { slot });
+        }
+        let (uuid, guid) = (
+            self.members.conf.pool_uuid,
+            self.members.conf.member_guids.get(slot),
+        );
+        let disk = match disk {
+            Some(d) => Some(d),
+            None => self.array.disk_mut(slot),
+        };
+        let sb = disk
+            .and_then(|d| super::read_superblock(d).ok())
+            .filter(|sb| {
+                sb.pool_uuid == uuid
+                    && Some(&sb.disk_guid) == guid
+                    && sb.role == crate::format::Role::Member(slot as u8)
+            });
+        let sb = sb.ok_or(AdminError::NotThisMember { slot })?;
+        let state = sb.members.get(slot).map(|m| m.state);
+        Ok(state == Some(DiskState::Online))
+    }
+
+    /// Starts the resync of member `slot`, which rejoined as rebuilding, and records it: a
+    /// disk that was in sync when it left is rebuilt for what it missed, another whole.
+    fn resync(&mut self, slot: usize, in_sync: bool) -> Result<(), AdminError> {
+        let since = if in_sync {
+            self.newest_root_on(slot).map(|r| rebuild::Since::of(&r))
+        } else {
+            None
+        };
+        if self.rebuild.is_none() {
+            self.start_rebuild_at(slot as u8, 0);
+            if let Some(r) = self.rebuild.as_mut() {
+                r.since = since;
+            }
         }
         Ok(self.write_config()?)
     }

@@ -555,6 +555,20 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
         Ok(old)
     }
 
+    /// Puts the disk failed member `disk` still holds back as rebuilding from stripe 0 (it
+    /// came back; the pool decides what to rebuild). Its error counts and known bad sectors
+    /// stay.
+    pub fn rejoin(&mut self, disk: usize) -> Result<(), ArrayError> {
+        let m = self.members.get_mut(disk).ok_or(ArrayError::OutOfRange)?;
+        if m.disk.is_none() {
+            return Err(ArrayError::OutOfRange);
+        }
+        m.state = DiskState::Rebuilding;
+        m.rebuilt_below = 0;
+        m.holes.clear();
+        Ok(())
+    }
+
     /// Sets a rebuilding member's cursor: stripes below `stripe` are valid on it. Used by the
     /// pool's rebuild and when resuming a rebuild after import.
     pub fn set_rebuilt_below(&mut self, disk: usize, stripe: u64) -> Result<(), ArrayError> {

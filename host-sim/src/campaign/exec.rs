@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 use raidcore::format::{LUN_BLOCK, ROOT_SLOTS, SLOT_BYTES};
-use raidcore::pool::{Health, ImportOptions, IoError, LunError, Pool, PoolConfig};
+use raidcore::pool::{AdminError, Health, ImportOptions, IoError, LunError, Pool, PoolConfig};
 use raidcore::raid::{DiskState, Member};
 use raidcore_hal::BlockDevice;
 
@@ -346,6 +346,41 @@ impl Sim {
 
     // ----- steps ---------------------------------------------------------------------------
 
+    /// [`Step::Online`]: a failed member's device answers again and the operator brings it
+    /// back. Refusals the pool explains (a label the faults took, a faulted pool) change
+    /// nothing.
+    fn online(&mut self, at: usize, slot: u8) -> StepResult {
+        let s = usize::from(slot % self.shape.disks);
+        if self.pool().array().member(s).map(Member::state) != Some(DiskState::Failed) {
+            return Ok(());
+        }
+        let Some((id, h)) = self
+            .pool()
+            .array_mut()
+            .disk_mut(s)
+            .map(|d| (d.id(), d.handle().clone()))
+        else {
+            return Ok(());
+        };
+        if self.device_failed.remove(&id) {
+            h.inject(Fault::Return);
+        }
+        self.fault("online");
+        match self.pool().online(s) {
+            Ok(()) => self.stats.onlined += 1,
+            Err(AdminError::NotThisMember { .. } | AdminError::Faulted) => {}
+            Err(e) if !self.excused() => {
+                return Err(fail(
+                    FailureKind::OpError,
+                    at,
+                    format!("online({s}) failed: {e}"),
+                ));
+            }
+            Err(_) => {}
+        }
+        Ok(())
+    }
+
     /// Errors are acceptable: the tolerance was exceeded on purpose, or power is being cut.
     fn excused(&self) -> bool {
         self.over || self.rail.fired()
@@ -652,6 +687,7 @@ impl Sim {
                     self.fault("return");
                 }
             }
+            Step::Online { slot } => self.online(at, slot)?,
             Step::Replace { slot } => {
                 let s = usize::from(slot % self.shape.disks);
                 if self.pool().array().member(s).map(Member::state) != Some(DiskState::Failed) {

@@ -281,6 +281,8 @@ pub struct SeedStats {
     pub rebuilds_started: u64,
     /// Rebuilds completed.
     pub rebuilds_done: u64,
+    /// Failed members brought back (`Pool::online`) and resynced.
+    pub onlined: u64,
     /// Stripes rebuilt.
     pub rebuilt_stripes: u64,
     /// Scrubs started.
@@ -323,6 +325,7 @@ impl SeedStats {
         self.disks_refused += o.disks_refused;
         self.rebuilds_started += o.rebuilds_started;
         self.rebuilds_done += o.rebuilds_done;
+        self.onlined += o.onlined;
         self.rebuilt_stripes += o.rebuilt_stripes;
         self.scrubs_started += o.scrubs_started;
         self.scrubs_done += o.scrubs_done;
@@ -654,11 +657,12 @@ impl Summary {
         );
         let _ = writeln!(
             s,
-            "  rebuilds {} started, {} completed ({} stripes); scrubs {} started, {} completed \
-             ({} stripes); writes refused for space {}",
+            "  rebuilds {} started, {} completed ({} stripes), members brought back {}; scrubs \
+             {} started, {} completed ({} stripes); writes refused for space {}",
             t.rebuilds_started,
             t.rebuilds_done,
             t.rebuilt_stripes,
+            t.onlined,
             t.scrubs_started,
             t.scrubs_done,
             t.scrubbed_stripes,

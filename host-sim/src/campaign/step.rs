@@ -90,6 +90,12 @@ pub enum Step {
         /// Member slot.
         slot: u8,
     },
+    /// The operator brings back failed member `slot` with the disk it held (`Pool::online`),
+    /// which answers again first if the device had failed.
+    Online {
+        /// Member slot.
+        slot: u8,
+    },
     /// A blank disk replaces failed member `slot`.
     Replace {
         /// Member slot.
@@ -211,6 +217,7 @@ impl fmt::Display for Step {
             Step::Fail { slot, admin } => write!(f, "fail slot={slot} admin={}", u8::from(admin)),
             Step::Return { slot } => write!(f, "return slot={slot}"),
             Step::Replace { slot } => write!(f, "replace slot={slot}"),
+            Step::Online { slot } => write!(f, "online slot={slot}"),
             Step::AddSpare => f.write_str("add_spare"),
             Step::Medium {
                 slot,
@@ -307,6 +314,9 @@ impl std::str::FromStr for Step {
             "replace" => Step::Replace {
                 slot: n("slot")? as u8,
             },
+            "online" => Step::Online {
+                slot: n("slot")? as u8,
+            },
             "add_spare" => Step::AddSpare,
             "medium" => Step::Medium {
                 slot: n("slot")? as u8,
@@ -357,6 +367,7 @@ impl Step {
             Step::Fail { .. }
                 | Step::Return { .. }
                 | Step::Replace { .. }
+                | Step::Online { .. }
                 | Step::Medium { .. }
                 | Step::BitRot { .. }
                 | Step::LoseWrite { .. }
@@ -519,6 +530,7 @@ impl Generator {
             10 * fault_w, // 18 transient
             12,           // 19 power cut now
             12,           // 20 power cut during a later operation
+            6 * fault_w,  // 21 online
         ];
         match src.weighted(&weights) {
             0 => {
@@ -625,9 +637,16 @@ impl Generator {
             19 => Step::PowerCut {
                 shuffle: src.pick(),
             },
-            _ => Step::ArmPowerCut {
+            20 => Step::ArmPowerCut {
                 writes: src.range(1, 300) as u32,
                 shuffle: src.pick(),
+            },
+            _ => Step::Online {
+                slot: if v.failed.is_empty() {
+                    Self::slot(src, v)
+                } else {
+                    v.failed[src.below(v.failed.len() as u64) as usize]
+                },
             },
         }
     }
