@@ -1,8 +1,6 @@
 //! What each pool command does to an open pool ([`execute`]), the same whether the command
 //! opened the pool itself or a server runs it for the command over the control channel
 //! ([`crate::control`]): one [`Request`] in, one [`Reply`] out.
-//!
-//! Refused here, saying so, because the core has no call for it yet: `online`.
 
 use raidcore::pool::{AdminError, LunError};
 
@@ -127,8 +125,17 @@ fn run<M: Members>(dp: &mut PoolDir<M>, req: &Request) -> Result<Reply, DirError
             dp.note_event(Severity::Info, note.clone());
             reply.notes.push(note);
         }
-        Request::Online { .. } => {
-            return Ok(Reply::unsupported("bringing a member back online"));
+        Request::Online { disk } => {
+            let image = dp.online(*disk)?;
+            let note = match image {
+                Some(n) => format!(
+                    "disk {disk} ({}) is back online; resyncing what it missed",
+                    crate::dir::image_name(n)
+                ),
+                None => format!("disk {disk} is back online; resyncing what it missed"),
+            };
+            dp.note_event(Severity::Info, note.clone());
+            reply.notes.push(note);
         }
         Request::Resume => {
             dp.pool.resume()?;

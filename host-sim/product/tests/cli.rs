@@ -173,6 +173,43 @@ fn fail_replace_and_scrub_keep_the_data() {
     stop(server);
 }
 
+/// A member failed by hand misses writes while it is out; `online` brings its image back and
+/// resyncs what it missed, so that with another member failed the data still reads whole.
+#[test]
+fn a_member_brought_back_online_misses_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = create(tmp.path(), "raid5", "4", "0");
+    let d = dir.to_str().unwrap();
+    let sock = tmp.path().join("nbd.sock");
+    let server = serve(d, &sock);
+    qemu_io(&sock, "lun0", &["write -P 0x11 0 2M"]);
+    stop(server);
+    let v = json(&["fail", "--dir", d, "--disk", "1", "--json"]);
+    assert_eq!(v["health"], "degraded", "{v}");
+    let server = serve(d, &sock);
+    qemu_io(&sock, "lun0", &["write -P 0x22 1M 1M"]);
+    stop(server);
+    let o = raidcore(&["online", "--dir", d, "--disk", "1", "--json"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("disk 1 (disk1.img) is back online"), "{err}");
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(states(&v), ["online"; 4], "{v}");
+    assert_eq!(v["disks"][1]["image"], "disk1.img", "{v}");
+    let o = raidcore(&["online", "--dir", d, "--disk", "1"]);
+    assert_eq!(
+        o.status.code(),
+        Some(4),
+        "a member in sync is not brought back"
+    );
+    // Member 1 alone now holds what member 2 held: both writes must read back.
+    let v = json(&["fail", "--dir", d, "--disk", "2", "--json"]);
+    assert_eq!(v["health"], "degraded", "{v}");
+    let server = serve(d, &sock);
+    qemu_io(&sock, "lun0", &["read -P 0x11 0 1M", "read -P 0x22 1M 1M"]);
+    stop(server);
+}
+
 /// `raidcore-sim create --model hdd10k` records the model in the description; `raidcore`
 /// serves such a pool as plain files (the model is timing for the simulator) and reports it.
 /// The image a spare is on follows the spare by its GUID whatever the image numbers, into the

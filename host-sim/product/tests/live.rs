@@ -80,6 +80,14 @@ fn membership_and_luns(dir: &Path, sock: &Path) {
     let (out, _) = exits(4, &["fail", "--dir", d, "--disk", "9", "--json"]);
     let e: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(e["error"]["kind"], "refused", "{out}");
+    // Brought back while the client writes: resynced, online; then failed again for the rest.
+    let (out, err) = exits(0, &["online", "--dir", d, "--disk", "3", "--json"]);
+    assert!(err.contains("disk 3 (disk3.img) is back online"), "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(states(&v), vec!["online"; 6], "{v}");
+    exits(4, &["online", "--dir", d, "--disk", "3"]);
+    let v = json(&["fail", "--dir", d, "--disk", "3", "--json"]);
+    assert_eq!(v["health"], "degraded");
     // A named image replaces slot 3; the failed image stays where it is.
     let (out, err) = exits(
         0,
@@ -191,17 +199,20 @@ fn spare_removal(d: &str) {
     assert_eq!(json(&["status", "--dir", d, "--json"])["spares"], 1);
 }
 
-/// What the core cannot do yet is refused; the event log tells what happened, in words.
+/// Refusals change nothing; the event log tells what happened, in words.
 fn refusals_and_events(d: &str) {
-    // Refused until the core has the call (exit 4, nothing changed).
     let (_, err) = exits(4, &["online", "--dir", d, "--disk", "3"]);
-    assert!(err.contains("not supported by this core yet"), "{err}");
+    assert!(
+        err.contains("only a failed member is brought back"),
+        "{err}"
+    );
     // Resuming a pool that is not suspended only writes out what waits.
     exits(0, &["resume", "--dir", d]);
     let events = ok(&["events", "--dir", d]);
     for want in [
         "member 2 failed: device gone",
         "a hot spare took member slot 2",
+        "disk 3 (disk3.img) is back online",
         "rebuild of member 2 finished",
         "scrub finished",
         "LUN 2 \"extra\" created",

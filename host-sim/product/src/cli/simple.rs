@@ -69,6 +69,9 @@ pub struct OnlineArgs {
     /// Member slot to bring back.
     #[arg(long)]
     pub disk: usize,
+    /// Return once the member is back, without waiting for its resync.
+    #[arg(long)]
+    pub no_wait: bool,
     /// Print the status afterwards as JSON.
     #[arg(long)]
     pub json: bool,
@@ -88,12 +91,14 @@ pub fn resume<M: Members>(
     request::<M>(&a.dir, members, &Request::Resume, Wait::No, a.json, con).map(drop)
 }
 
-/// `online`: brings a member back.
+/// `online`: brings a failed member back with the disk that left it, and (unless
+/// `--no-wait`) waits for the resync of what it missed.
 pub fn online<M: Members>(
     a: &OnlineArgs,
     members: impl Into<M>,
     con: Console,
 ) -> Result<(), Failure> {
     let req = Request::Online { disk: a.disk };
-    request::<M>(&a.dir, members, &req, Wait::No, a.json, con).map(drop)
+    let wait = if a.no_wait { Wait::No } else { Wait::Rebuild };
+    request::<M>(&a.dir, members, &req, wait, a.json, con).map(drop)
 }

@@ -157,15 +157,6 @@ impl Reply {
         }
     }
 
-    /// A request this core cannot carry out yet.
-    #[must_use]
-    pub fn unsupported(what: &str) -> Reply {
-        Reply::error(
-            ErrorKind::Unsupported,
-            format!("{what} is not supported by this core yet; nothing was changed"),
-        )
-    }
-
     /// A request carried out.
     #[must_use]
     pub fn done() -> Reply {

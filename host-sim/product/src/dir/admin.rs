@@ -160,6 +160,64 @@ impl<M: Members> PoolDir<M> {
         Ok(number)
     }
 
+    /// Brings failed member `slot` back with the disk that left it: the one the pool still
+    /// holds there (failed by hand, or its errors have stopped), or else the image noted as the
+    /// slot's failed member, opened again (it came back, or the pool was opened without it).
+    /// Only the stripes written since it left are rebuilt, by the maintenance that follows.
+    /// Returns the image's number, if known.
+    ///
+    /// Errors: [`DirError::Invalid`] for a slot out of range or not failed, or with no image to
+    /// bring back; the pool's refusal ([`DirError::Admin`]: the image is not that member's, or
+    /// the pool is faulted).
+    pub fn online(&mut self, slot: usize) -> Result<Option<usize>, DirError> {
+        self.check_slot(slot)?;
+        let st = self.pool.status();
+        let d = st.disks.get(slot);
+        if let Some(d) = d.filter(|d| d.state != DiskState::Failed) {
+            return Err(DirError::Invalid(format!(
+                "disk {slot} is {} (only a failed member is brought back online)",
+                disk_state_name(d.state)
+            )));
+        }
+        let image = self
+            .images
+            .iter()
+            .find(|i| i.note.as_deref() == Some(failed_note(slot).as_str()))
+            .map(|i| i.number);
+        if d.is_some_and(|d| d.present) {
+            self.pool.online(slot)?;
+        } else {
+            let number = image.ok_or_else(|| {
+                DirError::Invalid(format!(
+                    "disk {slot}: no image of this member is in the directory (`replace` puts a \
+                     blank one in)"
+                ))
+            })?;
+            let disk = self.open_image(number)?;
+            let m = self.members.member(number, disk);
+            self.pool.online_disk(slot, m)?;
+        }
+        let guid = self.pool.status().disks.get(slot).map_or(0, |d| d.guid);
+        if let Some(n) = image {
+            self.images.retain(|i| i.number != n);
+            self.images
+                .push(ImageInfo::new(n, ImageRole::Member, Some(slot)).with_guid(guid));
+            self.images.sort_by_key(|i| i.number);
+        }
+        Ok(image)
+    }
+
+    /// Image `number` opened read-write for the pool.
+    fn open_image(&self, number: usize) -> Result<FileDisk, DirError> {
+        let path = self.dir.join(image_name(number));
+        let opts = FileDiskOptions {
+            overwrite: false,
+            sync_on_flush: self.members.sync_on_flush(),
+        };
+        FileDisk::open_with(&path, self.meta.block_size()?, opts)
+            .map_err(|err| in_use_or_disk(path, err))
+    }
+
     /// Adds a hot spare on a new blank image: `image` (`disk<n>.img`, made if missing, blank
     /// if it exists) or the next free number. Returns the image's number.
     ///
@@ -226,13 +284,7 @@ impl<M: Members> PoolDir<M> {
         if !path.exists() {
             return self.create_image(number);
         }
-        let bs = self.meta.block_size()?;
-        let opts = FileDiskOptions {
-            overwrite: false,
-            sync_on_flush: self.members.sync_on_flush(),
-        };
-        let mut disk = FileDisk::open_with(&path, bs, opts)
-            .map_err(|err| in_use_or_disk(path.clone(), err))?;
+        let mut disk = self.open_image(number)?;
         if raidcore::pool::read_label(&mut disk).is_ok() {
             return Err(DirError::Invalid(format!(
                 "{} holds a raidcore superblock (a member of this or another pool): use a blank \
