@@ -264,6 +264,22 @@ impl Sim {
             .any(|b| rot.binary_search(b).is_ok() || med.binary_search(b).is_ok())
     }
 
+    /// The disk ids of the members online now.
+    fn online_ids(&mut self) -> BTreeSet<u32> {
+        let Some(pool) = self.pool.as_mut() else {
+            return BTreeSet::new();
+        };
+        let mut out = BTreeSet::new();
+        for slot in 0..usize::from(self.shape.disks) {
+            if pool.array().member(slot).map(Member::state) == Some(DiskState::Online)
+                && let Some(d) = pool.array_mut().disk_mut(slot)
+            {
+                out.insert(d.id());
+            }
+        }
+        out
+    }
+
     /// Member slots currently damaged (see the module docs).
     fn damaged(&mut self) -> BTreeSet<u8> {
         let mut out = BTreeSet::new();
@@ -1332,9 +1348,12 @@ impl Sim {
                     ),
                 ));
             }
-            // A pass that could not repair everything leaves the damage where it was.
+            // A pass that could not repair everything leaves the damage where it was; a pass
+            // heals only the members it read (a failed one may come back with its damage).
             if st.scrub_unrepairable == 0 {
-                self.silent.retain(|_, s| s.since >= started);
+                let read = self.online_ids();
+                self.silent
+                    .retain(|id, s| s.since >= started || !read.contains(id));
             }
         }
         if self.over {
