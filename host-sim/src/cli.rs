@@ -544,6 +544,7 @@ fn bench_nbd(a: &BenchArgs) -> Result<(), Failure> {
         lun_bytes: r.lun_size,
         uuid,
         overwrite: true,
+        sparse: true,
     };
     let hw = HwOptions {
         model: Some(ModelKind::Instant),

@@ -218,6 +218,7 @@ fn one_run(
         lun_bytes: opts.lun_bytes,
         uuid,
         overwrite: true,
+        sparse: true,
     };
     let hw = HwOptions {
         seed: opts.seed,

@@ -233,6 +233,7 @@ mod tests {
             lun_bytes: 1 << 20,
             uuid: [7; 16],
             overwrite: false,
+            sparse: true,
         };
         let hw = HwOptions {
             model: Some(ModelKind::Instant),

@@ -251,6 +251,7 @@ fn file_disk_refuses_bad_lengths_ranges_and_overwrites() {
     let opts = FileDiskOptions {
         overwrite: true,
         sync_on_flush: false,
+        preallocate: false,
     };
     let mut d = FileDisk::create_with(&img, BlockSize::B512, 4, opts).unwrap();
     assert!(!d.sync_on_flush());
@@ -336,6 +337,7 @@ fn an_open_image_is_locked_against_other_openers() {
     let opts = FileDiskOptions {
         overwrite: true,
         sync_on_flush: false,
+        preallocate: false,
     };
     let refused = FileDisk::create_with(&img, BlockSize::B512, 8, opts).unwrap_err();
     assert!(refused.to_string().contains("locked"), "{refused}");

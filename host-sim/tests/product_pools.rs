@@ -43,6 +43,7 @@ fn a_pool_the_product_made_opens_with_raidcore_sim() {
         lun_bytes: 4 << 20,
         uuid: [0x42; 16],
         overwrite: false,
+        sparse: true,
     };
     let mut dp = PoolDir::<FileMembers>::create(&dir, &opts, FileMembers::default()).unwrap();
     dp.pool.write(0, 8, &block(0x33), true).unwrap();

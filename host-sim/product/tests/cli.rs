@@ -210,6 +210,32 @@ fn a_member_brought_back_online_misses_nothing() {
     stop(server);
 }
 
+/// Bytes the file system allocated to `path`.
+fn allocated(path: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).unwrap().blocks() * 512
+}
+
+/// `create` allocates the images whole; `--sparse` leaves them to fill as the pool writes,
+/// and replacements follow the pool's choice.
+#[test]
+fn create_allocates_images_unless_sparse() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = create(tmp.path(), "raid5", "3", "0");
+    let d = dir.to_str().unwrap();
+    let len = std::fs::metadata(dir.join("disk0.img")).unwrap().len();
+    assert!(allocated(&dir.join("disk0.img")) >= len, "allocated whole");
+    ok(&["fail", "--dir", d, "--disk", "1"]);
+    ok(&["replace", "--dir", d, "--disk", "1"]);
+    assert!(
+        allocated(&dir.join("disk1.img")) >= len,
+        "the replacement too"
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = rc::create_with(tmp.path(), &["raid5", "3", "0", "64M", "8M"], &["--sparse"]);
+    assert!(allocated(&dir.join("disk0.img")) < len / 4, "sparse");
+}
+
 /// `raidcore-sim create --model hdd10k` records the model in the description; `raidcore`
 /// serves such a pool as plain files (the model is timing for the simulator) and reports it.
 /// The image a spare is on follows the spare by its GUID whatever the image numbers, into the

@@ -51,7 +51,7 @@ fn a_full_file_system_suspends_the_pool_and_resume_loses_nothing() {
         return;
     }
     let _mounted = Mounted(&mnt);
-    let dir = rc::create(&mnt, "raid5", "3", "0", "96M", "48M");
+    let dir = rc::create_with(&mnt, &["raid5", "3", "0", "96M", "48M"], &["--sparse"]);
     let d = dir.to_str().unwrap();
     // Leave room for about 12 MiB: the images are sparse and fill as the pool writes.
     let filler = mnt.join("filler");
@@ -94,4 +94,60 @@ fn a_full_file_system_suspends_the_pool_and_resume_loses_nothing() {
     let server = Served::start(RAIDCORE, d, &sock, &[]);
     qemu_io(&sock, "lun0", &["read -P 0x5a 0 4M"]);
     stop(server);
+}
+
+/// Images are allocated whole at `create` (so a full file system shows there, not under the
+/// pool's writes), unless `--sparse`: on a tmpfs too small for them, `create` fails with an
+/// I/O error that names the cause and the way out, and leaves no image behind; `--sparse`
+/// makes the same pool.
+#[test]
+fn create_allocates_the_images_and_refuses_a_file_system_too_small() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mnt = tmp.path().join("mnt");
+    if !mount_tmpfs(&mnt, "128M") {
+        println!("SKIPPED: cannot mount a tmpfs here (needs root)");
+        return;
+    }
+    let _mounted = Mounted(&mnt);
+    let dir = mnt.join("pool");
+    let args = |extra: &[&'static str]| {
+        let mut a = vec![
+            "create",
+            "--dir",
+            dir.to_str().unwrap(),
+            "--level",
+            "raid5",
+            "--disks",
+            "3",
+            "--disk-size",
+            "64M",
+            "--lun-size",
+            "8M",
+        ];
+        a.extend_from_slice(extra);
+        a.into_iter().map(String::from).collect::<Vec<_>>()
+    };
+    let o = Command::new(RAIDCORE).args(args(&[])).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(6), "{err}");
+    assert!(
+        err.contains("allocating disk image") && err.contains("--sparse"),
+        "{err}"
+    );
+    let left: Vec<_> = std::fs::read_dir(&dir)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.starts_with("disk"))
+        .collect();
+    assert!(left.is_empty(), "images left behind: {left:?}");
+    let o = Command::new(RAIDCORE)
+        .args(args(&["--sparse"]))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        free_bytes(&mnt) > 64 << 20,
+        "sparse images take room as written"
+    );
 }

@@ -12,6 +12,7 @@ use crate::dir::create::max_segments_for;
 use crate::dir::{CreateOptions, Members, PoolDir};
 
 /// Options of `create`.
+#[allow(clippy::struct_excessive_bools)] // command-line switches
 #[derive(Debug, Args)]
 pub struct CreateArgs {
     /// The pool directory (created if missing).
@@ -48,6 +49,10 @@ pub struct CreateArgs {
     /// Replace a pool that is there already.
     #[arg(long)]
     pub force: bool,
+    /// Make sparse images, allocated as the pool writes (by default the images are allocated
+    /// whole, so a full host file system shows at creation, not under the pool's writes).
+    #[arg(long)]
+    pub sparse: bool,
     /// Print the status as JSON.
     #[arg(long)]
     pub json: bool,
@@ -74,6 +79,7 @@ impl CreateArgs {
             lun_bytes: self.lun_size,
             uuid,
             overwrite: self.force,
+            sparse: self.sparse,
         })
     }
 }

@@ -213,6 +213,7 @@ impl<M: Members> PoolDir<M> {
         let opts = FileDiskOptions {
             overwrite: false,
             sync_on_flush: self.members.sync_on_flush(),
+            preallocate: false,
         };
         FileDisk::open_with(&path, self.meta.block_size()?, opts)
             .map_err(|err| in_use_or_disk(path, err))
@@ -312,6 +313,7 @@ impl<M: Members> PoolDir<M> {
         let opts = FileDiskOptions {
             overwrite: false,
             sync_on_flush: self.members.sync_on_flush(),
+            preallocate: self.meta.preallocated,
         };
         FileDisk::create_with(&path, bs, size / bs.bytes() as u64, opts)
             .map_err(|err| DirError::Disk { path, err })

@@ -39,6 +39,7 @@ pub fn scan(
     let opts = FileDiskOptions {
         overwrite: false,
         sync_on_flush,
+        preallocate: false,
     };
     scan_with(dir, numbers, bs, |p| FileDisk::open_with(p, bs, opts))
 }

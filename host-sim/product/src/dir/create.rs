@@ -37,6 +37,9 @@ pub struct CreateOptions {
     pub uuid: [u8; 16],
     /// Replace images that exist already (otherwise creation refuses and changes nothing).
     pub overwrite: bool,
+    /// Sparse images (allocated as the pool writes) instead of images allocated whole, which
+    /// meet a full host file system at creation rather than under the pool's writes.
+    pub sparse: bool,
 }
 
 /// Segments for a new pool of `disks` disks of `disk_bytes`: the core's default, or more on
@@ -285,6 +288,7 @@ fn build<M: Members>(
     let disk_opts = FileDiskOptions {
         overwrite: false,
         sync_on_flush: members.sync_on_flush(),
+        preallocate: !opts.sparse,
     };
     let (mut ms, mut sp, mut images) = (Vec::new(), Vec::new(), Vec::new());
     for n in 0..opts.disks + opts.spares {
@@ -306,6 +310,7 @@ fn build<M: Members>(
         block_bytes: opts.block_size.bytes(),
         model: members.model_name().to_string(),
         images: opts.disks + opts.spares,
+        preallocated: !opts.sparse,
     };
     super::layout::write_meta(dir, &meta)?;
     Ok(Built {

@@ -64,6 +64,10 @@ pub struct DirMeta {
     pub model: String,
     /// Images created with the pool (members + spares); informational.
     pub images: usize,
+    /// The images were allocated whole at creation; replacements and spares are made alike.
+    /// (Absent in older descriptions: sparse.)
+    #[serde(default)]
+    pub preallocated: bool,
 }
 
 impl DirMeta {

@@ -60,8 +60,15 @@ pub fn create(
     disk_size: &str,
     lun_size: &str,
 ) -> PathBuf {
+    create_with(tmp, &[level, disks, spares, disk_size, lun_size], &[])
+}
+
+/// [`create`] with `level, disks, spares, disk_size, lun_size` in `shape` and more arguments
+/// (`--sparse`, …) in `extra`.
+pub fn create_with(tmp: &Path, shape: &[&str; 5], extra: &[&str]) -> PathBuf {
+    let [level, disks, spares, disk_size, lun_size] = *shape;
     let dir = tmp.join("pool");
-    ok(&[
+    let mut args = vec![
         "create",
         "--dir",
         dir.to_str().unwrap(),
@@ -77,6 +84,8 @@ pub fn create(
         "2",
         "--lun-size",
         lun_size,
-    ]);
+    ];
+    args.extend_from_slice(extra);
+    ok(&args);
     dir
 }
