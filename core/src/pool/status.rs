@@ -182,16 +182,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
 
     /// Puts a blank disk into failed member slot `slot` and starts rebuilding onto it.
     pub fn replace_disk(&mut self, slot: usize, disk: D) -> Result<(), AdminError> {
-        if self.health() == Health::Faulted {
-            return Err(AdminError::Faulted);
-        }
-        let m = self
-            .array
-            .member(slot)
-            .ok_or(AdminError::NoSuchSlot { slot })?;
-        if m.state() != DiskState::Failed {
-            return Err(AdminError::NotFailed { slot });
-        }
+        self.check_failed_slot(slot)?;
         self.members.label_departing(&mut self.array, slot);
         self.array
             .replace(slot, disk)
@@ -243,16 +234,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
     /// Whether `slot` may take back `disk` (or, with none, the disk it holds); if so, whether
     /// the disk was in sync when it left (its own label names it online, not rebuilding).
     fn check_rejoin(&mut self, slot: usize, disk: Option<&mut D>) -> Result<bool, AdminError> {
-        if self.health() == Health::Faulted {
-            return Err(AdminError::Faulted);
-        }
-        let m = self
-            .array
-            .member(slot)
-            .ok_or(AdminError::NoSuchSlot { slot })?;
-        if m.state() != DiskState::Failed {
-            return Err(AdminError::NotFailed { slot });
-        }
+        self.check_failed_slot(slot)?;
         let (uuid, guid) = (
             self.members.conf.pool_uuid,
             self.members.conf.member_guids.get(slot),
@@ -271,6 +253,22 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         let sb = sb.ok_or(AdminError::NotThisMember { slot })?;
         let state = sb.members.get(slot).map(|m| m.state);
         Ok(state == Some(DiskState::Online))
+    }
+
+    /// Refuses a faulted pool, and a slot that does not exist or is not failed (what
+    /// [`Pool::replace_disk`] and [`Pool::online`] need).
+    fn check_failed_slot(&self, slot: usize) -> Result<(), AdminError> {
+        if self.health() == Health::Faulted {
+            return Err(AdminError::Faulted);
+        }
+        let m = self
+            .array
+            .member(slot)
+            .ok_or(AdminError::NoSuchSlot { slot })?;
+        if m.state() != DiskState::Failed {
+            return Err(AdminError::NotFailed { slot });
+        }
+        Ok(())
     }
 
     /// Starts the resync of member `slot`, which rejoined as rebuilding, and records it: a

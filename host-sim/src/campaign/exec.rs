@@ -27,7 +27,7 @@ use super::source::Source;
 use super::step::{Step, View};
 use super::{Failure, FailureKind, SeedStats};
 use crate::disk::MemDisk;
-use crate::fault::{Fault, FaultConfig, FaultyDisk, PendingFate, TransientKind};
+use crate::fault::{Fault, FaultConfig, FaultHandle, FaultyDisk, PendingFate, TransientKind};
 
 /// The pool type the campaign runs.
 pub type CampPool =
@@ -362,6 +362,12 @@ impl Sim {
 
     // ----- steps ---------------------------------------------------------------------------
 
+    /// The id and fault handle of the disk in slot `s`, if it holds one.
+    fn disk_handle(&mut self, s: usize) -> Option<(u32, FaultHandle)> {
+        let d = self.pool().array_mut().disk_mut(s)?;
+        Some((d.id(), d.handle().clone()))
+    }
+
     /// [`Step::Online`]: a failed member's device answers again and the operator brings it
     /// back. Refusals the pool explains (a label the faults took, a faulted pool) change
     /// nothing.
@@ -370,12 +376,7 @@ impl Sim {
         if self.pool().array().member(s).map(Member::state) != Some(DiskState::Failed) {
             return Ok(());
         }
-        let Some((id, h)) = self
-            .pool()
-            .array_mut()
-            .disk_mut(s)
-            .map(|d| (d.id(), d.handle().clone()))
-        else {
+        let Some((id, h)) = self.disk_handle(s) else {
             return Ok(());
         };
         if self.device_failed.remove(&id) {
@@ -690,12 +691,7 @@ impl Sim {
             }
             Step::Return { slot } => {
                 let s = usize::from(slot % self.shape.disks);
-                let Some(h) = self
-                    .pool()
-                    .array_mut()
-                    .disk_mut(s)
-                    .map(|d| (d.id(), d.handle().clone()))
-                else {
+                let Some(h) = self.disk_handle(s) else {
                     return Ok(());
                 };
                 if self.device_failed.remove(&h.0) {
