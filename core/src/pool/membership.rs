@@ -38,6 +38,10 @@ pub(crate) struct Membership<D, const N: usize> {
     pub spares: Vec<Spare<D>, N>,
     /// Member states as the superblocks last recorded them.
     recorded: Vec<DiskState, 32>,
+    /// Failed member slots that were recorded online (in sync) when they failed, since this
+    /// pool was opened. The label a failed member gets names it failed, so only this tells
+    /// that the disk still holds everything written up to its failure.
+    left_in_sync: DiskSet,
 }
 
 impl<D: BlockDevice, const N: usize> Membership<D, N> {
@@ -51,6 +55,7 @@ impl<D: BlockDevice, const N: usize> Membership<D, N> {
             conf,
             spares,
             recorded: r,
+            left_in_sync: DiskSet::EMPTY,
         }
     }
 
@@ -92,11 +97,24 @@ impl<D: BlockDevice, const N: usize> Membership<D, N> {
             array.flush();
             flush_departed(array, &members);
         }
+        for (i, m) in members.iter().enumerate() {
+            let was = self.recorded.get(i).copied();
+            self.left_in_sync = match (m.state, was) {
+                (DiskState::Failed, Some(DiskState::Online)) => self.left_in_sync.with(i),
+                (DiskState::Failed, _) => self.left_in_sync,
+                _ => self.left_in_sync.without(i),
+            };
+        }
         self.recorded.clear();
         for m in &members {
             let _ = self.recorded.push(m.state);
         }
         Ok(())
+    }
+
+    /// Whether failed member `slot` was in sync when it failed (see `left_in_sync`).
+    pub fn left_in_sync(&self, slot: usize) -> bool {
+        self.left_in_sync.contains(slot)
     }
 
     /// The superblock of the configuration as the array's states now are (generation

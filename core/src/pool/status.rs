@@ -232,7 +232,8 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
     }
 
     /// Whether `slot` may take back `disk` (or, with none, the disk it holds); if so, whether
-    /// the disk was in sync when it left (its own label names it online, not rebuilding).
+    /// the disk was in sync when it left: the pool saw it fail while recorded online, or its
+    /// own label still names it online (not rebuilding).
     fn check_rejoin(&mut self, slot: usize, disk: Option<&mut D>) -> Result<bool, AdminError> {
         self.check_failed_slot(slot)?;
         let (uuid, guid) = (
@@ -251,8 +252,9 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
                     && sb.role == crate::format::Role::Member(slot as u8)
             });
         let sb = sb.ok_or(AdminError::NotThisMember { slot })?;
+        // A label naming it online: the disk failed before it could learn so.
         let state = sb.members.get(slot).map(|m| m.state);
-        Ok(state == Some(DiskState::Online))
+        Ok(state == Some(DiskState::Online) || self.members.left_in_sync(slot))
     }
 
     /// Refuses a faulted pool, and a slot that does not exist or is not failed (what

@@ -447,8 +447,14 @@ fn a_member_that_comes_back_is_resynced_for_what_it_missed_only() {
     write(&mut p, 0, 16, 7);
     assert_eq!(p.online_disk(2, pulled.clone()), Ok(()));
     assert_eq!(p.status().disks[2].state, DiskState::Rebuilding);
-    let (_, _, total) = p.status().rebuild.unwrap();
-    while !p.maintenance().unwrap().idle {}
+    let mut total = 0;
+    loop {
+        let rep = p.maintenance().unwrap();
+        total += rep.rebuilt_stripes;
+        if rep.idle {
+            break;
+        }
+    }
     assert_eq!(p.health(), Health::Online);
     let in_use = (0..p.array.geometry().stripes())
         .filter(|&s| p.stripe_in_use(s).unwrap())
@@ -515,4 +521,36 @@ fn only_the_disk_that_left_a_slot_comes_back_to_it() {
     p.fail_disk(1).unwrap();
     assert_blocks(&mut p, lun, 0, 1, 1, "from before");
     assert_blocks(&mut p, lun, 1, 2, 1, "written while member 4 was out");
+}
+
+/// A replacement that fails halfway through its rebuild holds only what the rebuild wrote:
+/// brought back, it is rebuilt whole, not resynced from its newest root.
+#[test]
+fn a_member_that_left_while_rebuilding_comes_back_rebuilt_whole() {
+    let mut p = new_pool(cfg(), 6, 40_000);
+    let lun = p.create_lun("a", 4000).unwrap();
+    for at in (0..2000).step_by(64) {
+        let data: Vec<u8> = (at..at + 64).flat_map(block).collect();
+        p.write(lun, at, &data, false).unwrap();
+    }
+    p.checkpoint().unwrap();
+    p.fail_disk(2).unwrap();
+    p.replace_disk(2, RamDisk::new(512, 40_000)).unwrap();
+    p.maintenance().unwrap();
+    p.checkpoint().unwrap();
+    assert_eq!(p.status().disks[2].state, DiskState::Rebuilding);
+    p.fail_disk(2).unwrap();
+    assert_eq!(p.online(2), Ok(()));
+    while !p.maintenance().unwrap().idle {}
+    assert_eq!(p.health(), Health::Online);
+    p.fail_disk(0).unwrap();
+    p.fail_disk(5).unwrap();
+    assert_blocks(
+        &mut p,
+        lun,
+        0,
+        2000,
+        0,
+        "after the half-rebuilt member came back",
+    );
 }
