@@ -35,7 +35,7 @@ pub(crate) trait PageStore {
     /// Top level of `lun`'s tree (0: the root is a leaf).
     fn top(&self, lun: u16) -> Result<u8, IoError>;
     /// Sets the top level of `lun`'s tree (a change of height; see
-    /// [`MapCache::change_height`]).
+    /// [`MapCache::resize`]).
     fn set_top(&mut self, lun: u16, top: u8) -> Result<(), IoError>;
     /// `lun`'s size in blocks and top level, if it exists.
     fn size(&self, lun: u16) -> Option<(u64, u8)>;
