@@ -58,6 +58,32 @@ fn busy_client(sock: &Path, stop: &std::sync::atomic::AtomicBool) -> u32 {
     rounds
 }
 
+/// `online` of failed member 3 of the served pool in `dir` (a blank in its image's place is
+/// refused; the image itself is resynced), then member 3 failed again.
+fn online_while_served(dir: &Path) {
+    let d = dir.to_str().unwrap();
+    // The image in the directory is what comes back, not the file the server still holds:
+    // a blank put in its place is refused.
+    let img = dir.join("disk3.img");
+    let aside = dir.join("disk3.img.aside");
+    std::fs::rename(&img, &aside).unwrap();
+    std::fs::File::create(&img)
+        .unwrap()
+        .set_len(64 << 20)
+        .unwrap();
+    let (_, err) = exits(4, &["online", "--dir", d, "--disk", "3"]);
+    assert!(err.contains("not the one that left member slot 3"), "{err}");
+    std::fs::rename(&aside, &img).unwrap();
+    // Brought back while the client writes: resynced, online; then failed again for the rest.
+    let (out, err) = exits(0, &["online", "--dir", d, "--disk", "3", "--json"]);
+    assert!(err.contains("disk 3 (disk3.img) is back online"), "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(states(&v), vec!["online"; 6], "{v}");
+    exits(4, &["online", "--dir", d, "--disk", "3"]);
+    let v = json(&["fail", "--dir", d, "--disk", "3", "--json"]);
+    assert_eq!(v["health"], "degraded");
+}
+
 /// `fail`, `replace --with`, `spare add`, `scrub`, `lun` on the served pool in `dir`.
 fn membership_and_luns(dir: &Path, sock: &Path) {
     let d = dir.to_str().unwrap();
@@ -80,14 +106,7 @@ fn membership_and_luns(dir: &Path, sock: &Path) {
     let (out, _) = exits(4, &["fail", "--dir", d, "--disk", "9", "--json"]);
     let e: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(e["error"]["kind"], "refused", "{out}");
-    // Brought back while the client writes: resynced, online; then failed again for the rest.
-    let (out, err) = exits(0, &["online", "--dir", d, "--disk", "3", "--json"]);
-    assert!(err.contains("disk 3 (disk3.img) is back online"), "{err}");
-    let v: Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(states(&v), vec!["online"; 6], "{v}");
-    exits(4, &["online", "--dir", d, "--disk", "3"]);
-    let v = json(&["fail", "--dir", d, "--disk", "3", "--json"]);
-    assert_eq!(v["health"], "degraded");
+    online_while_served(dir);
     // A named image replaces slot 3; the failed image stays where it is.
     let (out, err) = exits(
         0,

@@ -160,9 +160,10 @@ impl<M: Members> PoolDir<M> {
         Ok(number)
     }
 
-    /// Brings failed member `slot` back with the disk that left it: the one the pool still
-    /// holds there (failed by hand, or its errors have stopped), or else the image noted as the
-    /// slot's failed member, opened again (it came back, or the pool was opened without it).
+    /// Brings failed member `slot` back with the disk that left it: the image noted as the
+    /// slot's failed member, which is the file the pool still holds there (failed by hand, or
+    /// its errors have stopped) unless that was moved away, or is opened again (it came back,
+    /// or the pool was opened without it); the pool checks its label either way.
     /// Only the stripes written since it left are rebuilt, by the maintenance that follows.
     /// Returns the image's number, if known.
     ///
@@ -184,7 +185,20 @@ impl<M: Members> PoolDir<M> {
             .iter()
             .find(|i| i.note.as_deref() == Some(failed_note(slot).as_str()))
             .map(|i| i.number);
-        if d.is_some_and(|d| d.present) {
+        let present = d.is_some_and(|d| d.present);
+        // The pool holds the file it had open, which may have been moved away since: the image
+        // under the slot's name is that file only if it cannot be locked again.
+        let fresh = match image.filter(|_| present) {
+            Some(n) => match self.open_image(n) {
+                Err(DirError::InUse(_)) => None,
+                other => Some((n, other?)),
+            },
+            None => None,
+        };
+        if let Some((n, disk)) = fresh {
+            let m = self.members.member(n, disk);
+            self.pool.online_disk(slot, m)?;
+        } else if present {
             self.pool.online(slot)?;
         } else {
             let number = image.ok_or_else(|| {
