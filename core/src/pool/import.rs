@@ -91,6 +91,28 @@ fn names_itself_failed(sb: &Superblock) -> bool {
         .any(|m| m.guid == sb.disk_guid && m.state == DiskState::Failed)
 }
 
+/// Why disk `i` of `found` is refused for another disk with its identity (a copy of an image,
+/// say): stale beside a newer label, a duplicate beside one as new (neither can be told the
+/// real one, and writing to either would leave the other passing for it).
+fn copy_of<D>(found: &[Found<D>], i: usize) -> Option<OpenError> {
+    let sb = found.get(i)?.1.as_ref()?;
+    let twin = |j: usize, o: &Superblock| {
+        j != i && o.pool_uuid == sb.pool_uuid && o.disk_guid == sb.disk_guid
+    };
+    let newest_twin = found
+        .iter()
+        .enumerate()
+        .filter_map(|(j, (_, o))| o.as_ref().filter(|o| twin(j, o)))
+        .map(|o| o.generation)
+        .max()?;
+    let disk = i as u8;
+    match newest_twin.cmp(&sb.generation) {
+        core::cmp::Ordering::Greater => Some(OpenError::StaleDisk { disk }),
+        core::cmp::Ordering::Equal => Some(OpenError::DuplicateDisk { disk }),
+        core::cmp::Ordering::Less => None,
+    }
+}
+
 /// Places each disk by the newest configuration (see the module docs).
 fn assemble<D: BlockDevice, const N: usize>(
     found: Vec<Found<D>, N>,
@@ -102,11 +124,14 @@ fn assemble<D: BlockDevice, const N: usize>(
     let mut spares: Vec<Spare<D>, N> = Vec::new();
     // Blocks every member and spare must have (the array checks it too, for the whole pool).
     let need = geo.stripe_lba(geo.stripes());
+    let copies: Vec<Option<OpenError>, N> = (0..found.len()).map(|i| copy_of(&found, i)).collect();
     for (i, (d, sb)) in found.into_iter().enumerate() {
         let idx = i as u8;
         let Some(sb) = sb else { continue };
         let refuse = if sb.pool_uuid != newest.pool_uuid {
             Some(OpenError::ForeignDisk { disk: idx })
+        } else if let Some(Some(e)) = copies.get(i) {
+            Some(*e)
         } else if d.block_size().bytes() != geo.block_bytes() || d.block_count() < need {
             Some(OpenError::WrongSize { disk: idx })
         } else {

@@ -139,6 +139,13 @@ pub enum OpenError {
         /// Index in the order given.
         disk: u8,
     },
+    /// Disk `disk` carries the identity (pool and disk GUID) of another disk given, with as
+    /// new a label: a copy of an image, say. Neither is used, since either could be the real
+    /// one; remove one and import again.
+    DuplicateDisk {
+        /// Index in the order given.
+        disk: u8,
+    },
     /// Disk `disk` was written by an unknown format version.
     UnknownVersion {
         /// Index in the order given.
@@ -184,6 +191,11 @@ impl core::fmt::Display for OpenError {
                     "disk {disk} is a stale member (the pool changed while it was away)"
                 )
             }
+            OpenError::DuplicateDisk { disk } => write!(
+                f,
+                "disk {disk} carries the same identity as another disk given (a copy?); \
+                 neither is used until one is removed"
+            ),
             OpenError::UnknownVersion { disk, version } => {
                 write!(f, "disk {disk} has unknown format version {version}")
             }

@@ -554,3 +554,46 @@ fn a_member_that_left_while_rebuilding_comes_back_rebuilt_whole() {
         "after the half-rebuilt member came back",
     );
 }
+
+/// A copy of a member's disk given beside it: as new a label, neither is used (either could
+/// be the real one, and writing to one would leave the other passing for it); an older copy
+/// is stale and the newer disk serves.
+#[test]
+fn a_copy_of_a_member_is_not_taken_for_it() {
+    let mut p = new_pool(cfg(), 6, 40_000);
+    let lun = p.create_lun("a", 100).unwrap();
+    p.write(lun, 0, &block(1), true).unwrap();
+    let (members, _, mem) = p.into_parts();
+    let orig: Vec<RamDisk> = members.into_iter().flatten().collect();
+    let mut all = orig.clone();
+    all.insert(0, orig[5].clone());
+    let opts = |skip_refused| ImportOptions {
+        config: cfg(),
+        skip_refused,
+    };
+    let r = TestPool::import(all.clone(), opts(false), mem.clone());
+    assert_eq!(r.err(), Some(OpenError::DuplicateDisk { disk: 0 }));
+    let (mut p, rep) = TestPool::import(all, opts(true), mem).unwrap();
+    let refused: Vec<u8> = rep.refused.iter().map(|r| r.0).collect();
+    assert_eq!(refused, [0, 6], "both copies refused");
+    assert_eq!(rep.missing, 1);
+    let mut buf = vec![0u8; 4096];
+    p.read(lun, 0, &mut buf).unwrap();
+    assert_eq!(buf, block(1));
+    // A copy from before a membership change has an older label than the disk: stale.
+    let (_, _, mem) = p.into_parts();
+    let old = orig[5].clone();
+    let (mut p, _) = TestPool::import(orig, opts(false), mem).unwrap();
+    p.fail_disk(1).unwrap();
+    p.online(1).unwrap();
+    while !p.maintenance().unwrap().idle {}
+    let (members, _, mem) = p.into_parts();
+    let mut all: Vec<RamDisk> = members.into_iter().flatten().collect();
+    all.insert(0, old);
+    let (mut p, rep) = TestPool::import(all, opts(true), mem).unwrap();
+    let refused: Vec<(u8, OpenError)> = rep.refused.iter().copied().collect();
+    assert_eq!(refused, [(0, OpenError::StaleDisk { disk: 0 })]);
+    assert_eq!(rep.missing, 0);
+    p.read(lun, 0, &mut buf).unwrap();
+    assert_eq!(buf, block(1));
+}

@@ -210,6 +210,39 @@ fn a_member_brought_back_online_misses_nothing() {
     stop(server);
 }
 
+/// A copy of a member's image beside it: neither is used (either could be the real one), the
+/// status names both, nothing is written to them, and with the copy removed `online` brings
+/// the member back.
+#[test]
+fn a_copy_of_a_member_image_is_named_and_left_alone() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = create(tmp.path(), "raid5", "3", "0");
+    let d = dir.to_str().unwrap();
+    std::fs::copy(dir.join("disk2.img"), dir.join("disk7.img")).unwrap();
+    let before = std::fs::read(dir.join("disk2.img")).unwrap();
+    let o = raidcore(&["status", "--dir", d]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "degraded without slot 2: {out}");
+    assert!(
+        out.contains("disk7.img (the same disk as disk2.img (a copy?)"),
+        "{out}"
+    );
+    ok(&["lun", "list", "--dir", d]);
+    assert!(
+        std::fs::read(dir.join("disk2.img")).unwrap() == before,
+        "disk2.img untouched"
+    );
+    assert!(
+        std::fs::read(dir.join("disk7.img")).unwrap() == before,
+        "disk7.img untouched"
+    );
+    // The pool was opened without slot 2, so its configuration names it failed now; with
+    // the copy gone, `online` brings disk2.img back.
+    std::fs::remove_file(dir.join("disk7.img")).unwrap();
+    let v = json(&["online", "--dir", d, "--disk", "2", "--json"]);
+    assert_eq!(v["health"], "online", "{v}");
+}
+
 /// Bytes the file system allocated to `path`.
 fn allocated(path: &Path) -> u64 {
     use std::os::unix::fs::MetadataExt;

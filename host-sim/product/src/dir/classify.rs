@@ -99,7 +99,7 @@ pub fn newest_config(found: &[Found], config: PoolConfig) -> Option<(PoolConfig,
 #[must_use]
 pub fn classify(found: &[Found]) -> Vec<ImageInfo> {
     let newest = newest_of_main_pool(found);
-    found
+    let mut infos: Vec<ImageInfo> = found
         .iter()
         .map(|f| {
             let mut info = ImageInfo::new(f.number, ImageRole::Stale, None);
@@ -113,7 +113,52 @@ pub fn classify(found: &[Found]) -> Vec<ImageInfo> {
             }
             info
         })
-        .collect()
+        .collect();
+    leave_out_copies(found, &mut infos);
+    infos
+}
+
+/// Images that carry the same disk identity as another (a copy of an image): an older label
+/// is stale; as new a label as another's leaves both out, as the import does.
+fn leave_out_copies(found: &[Found], infos: &mut [ImageInfo]) {
+    let key = |f: &Found| {
+        f.sb.as_ref()
+            .map(|sb| (sb.pool_uuid, sb.disk_guid, sb.generation))
+    };
+    for (i, f) in found.iter().enumerate() {
+        let Some((uuid, guid, generation)) = key(f) else {
+            continue;
+        };
+        let twins: Vec<(usize, u64)> = found
+            .iter()
+            .enumerate()
+            .filter(|&(j, _)| j != i)
+            .filter_map(|(_, o)| key(o).map(|(u, g, n)| (o.number, u, g, n)))
+            .filter(|&(_, u, g, _)| u == uuid && g == guid)
+            .map(|(n, _, _, g)| (n, g))
+            .collect();
+        let Some(&(_, newest)) = twins.iter().max_by_key(|t| t.1) else {
+            continue;
+        };
+        if newest < generation {
+            continue;
+        }
+        let names: Vec<String> = twins.iter().map(|t| image_name(t.0)).collect();
+        let note = if newest > generation {
+            format!(
+                "an older copy of {} (generation {generation})",
+                names.join(", ")
+            )
+        } else {
+            format!(
+                "the same disk as {} (a copy?): neither is used until all but one are removed",
+                names.join(", ")
+            )
+        };
+        if let Some(info) = infos.get_mut(i) {
+            info.leave_out(note);
+        }
+    }
 }
 
 /// The newest superblock of the pool most images carry.
