@@ -373,7 +373,7 @@ fn truncated_images_are_left_out_and_the_pool_opens_degraded() {
 }
 
 /// Large disks get more (not larger than 1 GiB) segments: a 6 × 1 TiB RAID-6 pool is created
-/// and opened (its images are sparse: this writes a few MiB). It was refused for segments over
+/// and opened (`--sparse` images: this writes a few MiB). It was refused for segments over
 /// 4 GiB.
 #[test]
 fn a_pool_of_terabyte_disks_is_created_and_opened() {
@@ -390,6 +390,7 @@ fn a_pool_of_terabyte_disks_is_created_and_opened() {
         "6",
         "--disk-size",
         "1T",
+        "--sparse",
         "--luns",
         "1",
         "--lun-size",
