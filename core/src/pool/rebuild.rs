@@ -75,6 +75,12 @@ impl Since {
     }
 }
 
+/// Whether a rebuild onto a member holding `since` must rebuild stripe `s`: it holds data
+/// ([`stripe_in_use`]) the member does not hold already.
+fn needs_rebuild(log: &Log, sut: &[u8], since: Option<Since>, s: u64) -> bool {
+    stripe_in_use(log, sut, s) && !since.is_some_and(|x| x.holds(log, sut, s))
+}
+
 /// Whether stripe `s` holds data that must be rebuilt or scrubbed: its segment is in use and
 /// (in the segment the log is filling) it was written. `sut`: the segment usage table.
 pub(crate) fn stripe_in_use(log: &Log, sut: &[u8], s: u64) -> bool {
@@ -137,11 +143,10 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         Ok(stripe_in_use(log, sut, s))
     }
 
-    /// Whether rebuild `r` has to rebuild stripe `s`: it holds data, and the member does not
-    /// hold it already ([`Since`]).
+    /// Whether rebuild `r` has to rebuild stripe `s` ([`needs_rebuild`]).
     fn needs_rebuild(&mut self, r: &Rebuild, s: u64) -> Result<bool, IoError> {
         let (log, sut) = self.log_and_sut()?;
-        Ok(stripe_in_use(log, sut, s) && !r.since.is_some_and(|x| x.holds(log, sut, s)))
+        Ok(needs_rebuild(log, sut, r.since, s))
     }
 
     /// Rebuilds up to `budget` stripes; finishes the rebuild when the cursor reaches the end.
@@ -153,9 +158,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         if r.stripes_total == 0 {
             let (log, sut) = self.log_and_sut()?;
             r.stripes_total = (r.next_stripe..stripes)
-                .filter(|&s| {
-                    stripe_in_use(log, sut, s) && !r.since.is_some_and(|x| x.holds(log, sut, s))
-                })
+                .filter(|&s| needs_rebuild(log, sut, r.since, s))
                 .count() as u64;
         }
         let mut done = 0u64;

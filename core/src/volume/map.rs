@@ -722,24 +722,14 @@ impl<const P: usize> MapCache<P> {
         level: u8,
         child: BlockPtr,
     ) -> Result<BlockPtr, IoError> {
-        let slot = self.alloc_slot(st, pages)?;
-        let pg = page(pages, slot)?;
-        pg.fill(0);
-        MapEntry::from_ptr(child).encode(pg, 0);
-        let lru = self.touch();
         let key = PageKey {
             lun,
             level,
             index: 0,
         };
-        let meta = self.cache.get_mut(slot).ok_or(bug!(IoError))?;
-        *meta = Some(PageMeta {
-            key,
-            ptr: BlockPtr::NONE,
-            dirty: true,
-            children: 0,
-            lru,
-        });
+        let slot = self.fill_slot(st, pages, key, BlockPtr::NONE)?;
+        MapEntry::from_ptr(child).encode(page(pages, slot)?, 0);
+        self.mark_dirty(slot);
         // Above the top, write_page points the root at the new copy.
         let res = self.write_page(st, pages, slot);
         let ptr = self.cache.get(slot).copied().flatten().map(|m| m.ptr);
