@@ -110,24 +110,11 @@ fn create_allocates_the_images_and_refuses_a_file_system_too_small() {
     }
     let _mounted = Mounted(&mnt);
     let dir = mnt.join("pool");
-    let args = |extra: &[&'static str]| {
-        let mut a = vec![
-            "create",
-            "--dir",
-            dir.to_str().unwrap(),
-            "--level",
-            "raid5",
-            "--disks",
-            "3",
-            "--disk-size",
-            "64M",
-            "--lun-size",
-            "8M",
-        ];
-        a.extend_from_slice(extra);
-        a.into_iter().map(String::from).collect::<Vec<_>>()
-    };
-    let o = Command::new(RAIDCORE).args(args(&[])).output().unwrap();
+    let shape = ["raid5", "3", "0", "64M", "8M"];
+    let o = Command::new(RAIDCORE)
+        .args(rc::create_args(&mnt, &shape, &[]))
+        .output()
+        .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(6), "{err}");
     assert!(
@@ -141,11 +128,7 @@ fn create_allocates_the_images_and_refuses_a_file_system_too_small() {
         .filter(|n| n.starts_with("disk"))
         .collect();
     assert!(left.is_empty(), "images left behind: {left:?}");
-    let o = Command::new(RAIDCORE)
-        .args(args(&["--sparse"]))
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    rc::create_with(&mnt, &shape, &["--sparse"]);
     assert!(
         free_bytes(&mnt) > 64 << 20,
         "sparse images take room as written"

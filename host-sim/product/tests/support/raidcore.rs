@@ -66,6 +66,13 @@ pub fn create(
 /// [`create`] with `level, disks, spares, disk_size, lun_size` in `shape` and more arguments
 /// (`--sparse`, …) in `extra`.
 pub fn create_with(tmp: &Path, shape: &[&str; 5], extra: &[&str]) -> PathBuf {
+    let args = create_args(tmp, shape, extra);
+    ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    tmp.join("pool")
+}
+
+/// The arguments of [`create_with`], for a `create` expected to fail.
+pub fn create_args(tmp: &Path, shape: &[&str; 5], extra: &[&str]) -> Vec<String> {
     let [level, disks, spares, disk_size, lun_size] = *shape;
     let dir = tmp.join("pool");
     let mut args = vec![
@@ -86,6 +93,5 @@ pub fn create_with(tmp: &Path, shape: &[&str; 5], extra: &[&str]) -> PathBuf {
         lun_size,
     ];
     args.extend_from_slice(extra);
-    ok(&args);
-    dir
+    args.into_iter().map(String::from).collect()
 }
