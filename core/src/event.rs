@@ -20,6 +20,11 @@ pub enum Event {
         /// The error kind that failed it.
         kind: ErrorKind,
     },
+    /// A member was failed by hand (the operator's call), not for an error.
+    FailedByOperator {
+        /// Member slot.
+        disk: u8,
+    },
     /// A latent sector error was met; the blocks were reconstructed from redundancy.
     MediumError {
         /// Member slot.

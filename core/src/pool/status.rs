@@ -2,7 +2,7 @@
 //! counters, rebuild and scrub progress; background work; failing, replacing and adding disks.
 
 use heapless::Vec;
-use raidcore_hal::{BlockDevice, ErrorKind};
+use raidcore_hal::BlockDevice;
 
 use super::membership::Spare;
 use super::scrub::Scrub;
@@ -175,7 +175,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
     /// Fails member `slot` by hand (as if it died): a hot spare takes over if there is one.
     pub fn fail_disk(&mut self, slot: usize) -> Result<(), AdminError> {
         self.array
-            .fail(slot, ErrorKind::DeviceFailed)
+            .fail_by_operator(slot)
             .map_err(|_| AdminError::NoSuchSlot { slot })?;
         Ok(self.on_members_failed()?)
     }

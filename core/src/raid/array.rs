@@ -101,7 +101,8 @@ pub struct DiskErrors {
     pub transient: u32,
     /// Blocks whose content was found wrong by a checksum or parity check.
     pub checksum: u32,
-    /// Blocks rewritten with reconstructed data.
+    /// Blocks rewritten with reconstructed data (not counting a rebuild's writes onto the
+    /// member it rebuilds).
     pub repaired: u32,
 }
 
@@ -524,16 +525,26 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
             .fold(DiskSet::EMPTY, |s, (i, _)| s.with(i))
     }
 
-    /// Fails a member by hand (or by policy above the array). Its disk stays in the slot until
-    /// [`Array::replace`] takes it out.
+    /// Fails a member by policy above the array, for an error of kind `kind`. Its disk stays
+    /// in the slot until [`Array::replace`] takes it out.
     pub fn fail(&mut self, disk: usize, kind: ErrorKind) -> Result<(), ArrayError> {
+        let event = Event::DiskFailed {
+            disk: disk as u8,
+            kind,
+        };
+        self.mark_failed(disk, event)
+    }
+
+    /// Fails a member by hand (the operator's call, not an error), as [`Array::fail`] does.
+    pub fn fail_by_operator(&mut self, disk: usize) -> Result<(), ArrayError> {
+        self.mark_failed(disk, Event::FailedByOperator { disk: disk as u8 })
+    }
+
+    fn mark_failed(&mut self, disk: usize, event: Event) -> Result<(), ArrayError> {
         let m = self.members.get_mut(disk).ok_or(ArrayError::OutOfRange)?;
         if m.state != DiskState::Failed {
             m.state = DiskState::Failed;
-            self.events.push(Event::DiskFailed {
-                disk: disk as u8,
-                kind,
-            });
+            self.events.push(event);
         }
         Ok(())
     }
@@ -1048,9 +1059,15 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
         if let IoOutcome::Ok = self.dev_write(disk, lba, data) {
             self.stats.repair_bytes_written += data.len() as u64;
             let blocks = (data.len() / self.geo.block_bytes()) as u32;
-            if let Some(m) = self.members.get_mut(disk) {
-                m.errors.repaired = m.errors.repaired.saturating_add(blocks);
+            let Some(m) = self.members.get_mut(disk) else {
+                return;
+            };
+            // Writes onto a member being rebuilt are the rebuild's progress, not repairs (and
+            // one event per rebuilt chunk would push every other event out of the ring).
+            if m.state == DiskState::Rebuilding {
+                return;
             }
+            m.errors.repaired = m.errors.repaired.saturating_add(blocks);
             self.events.push(Event::Repaired {
                 disk: disk as u8,
                 lba,

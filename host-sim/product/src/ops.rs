@@ -20,7 +20,8 @@ pub fn error_kind(e: &DirError) -> ErrorKind {
         | DirError::Disk { .. }
         | DirError::Open(_)
         | DirError::Create(_)
-        | DirError::Pool(_) => ErrorKind::Failed,
+        | DirError::Pool(_)
+        | DirError::Faulted(_) => ErrorKind::Failed,
         DirError::Invalid(_) | DirError::Admin(_) | DirError::Lun(_) => ErrorKind::Refused,
     }
 }
@@ -57,10 +58,6 @@ fn run<M: Members>(dp: &mut PoolDir<M>, req: &Request) -> Result<Reply, DirError
         Request::Status => {}
         Request::Fail { disk, force } => {
             dp.fail(*disk, *force)?;
-            dp.note_event(
-                Severity::Warn,
-                format!("member {disk} failed by the operator"),
-            );
         }
         Request::Replace { disk, with } => {
             let n = dp.replace(*disk, with.as_deref())?;

@@ -330,6 +330,66 @@ fn a_pool_recorded_with_a_device_model_is_served_as_plain_files() {
     let v = status(d);
     assert_eq!(v["model"], "hdd10k");
     assert_eq!(v["luns"][1]["logical_bytes"], 64 << 10);
+    let text = ok(&["status", "--dir", d]);
+    assert!(
+        text.contains(
+            "layout: raid5 strip 64 KiB, 3 disks, device model hdd10k (simulated timing)"
+        ),
+        "{text}"
+    );
+}
+
+/// A stopped RAID-6 with two members failed by hand: `status` says no redundancy is left and
+/// names the command for each slot (`online`, the images being there, or `replace`); a third
+/// failure forced past the tolerance faults the pool, and the command says it was not
+/// recorded (a faulted pool writes nothing), and indeed the next open finds it a member.
+#[test]
+fn status_names_each_failed_slot_and_a_forced_fault_says_it_is_not_kept() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = create(tmp.path(), "raid6", "5", "0");
+    let d = dir.to_str().unwrap();
+    ok(&["fail", "--dir", d, "--disk", "1"]);
+    ok(&["fail", "--dir", d, "--disk", "3"]);
+    let o = raidcore(&["status", "--dir", d]);
+    assert_eq!(o.status.code(), Some(1), "degraded");
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains(
+            "status: Member slots 1 and 3 failed (their images are left out): the pool serves \
+             every block, with no redundancy left"
+        ),
+        "{text}"
+    );
+    for cmd in ["online", "replace"] {
+        let want = format!(
+            "`raidcore {cmd} --dir {d} --disk 1`, then `raidcore {cmd} --dir {d} --disk 3`"
+        );
+        assert!(text.contains(&want), "{want} in:\n{text}");
+    }
+    assert!(!text.contains("model memory"), "{text}");
+    let o = raidcore(&["fail", "--dir", d, "--disk", "4", "--force"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(6), "{err}");
+    assert!(err.contains("neither is this recorded"), "{err}");
+    let o = raidcore(&["status", "--dir", d, "--json"]);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["health"], "degraded", "{v}");
+    assert_eq!(
+        states(&v),
+        ["online", "failed", "online", "failed", "online"],
+        "{v}"
+    );
+    let v = json(&["online", "--dir", d, "--disk", "1", "--json"]);
+    assert_eq!(
+        states(&v),
+        ["online", "online", "online", "failed", "online"],
+        "{v}"
+    );
+    let text = String::from_utf8_lossy(&raidcore(&["status", "--dir", d]).stdout).into_owned();
+    assert!(
+        text.contains("it survives one more member failure"),
+        "{text}"
+    );
 }
 
 /// `create --compression off` makes a pool that stores extents as they are (compression is
@@ -364,4 +424,20 @@ fn compression_is_chosen_at_create() {
             "--compression {mode}: ratio {ratio}"
         );
     }
+}
+
+/// With `--json`, a usage error (clap's) is JSON on stdout as well, kind `usage`, exit 64.
+#[test]
+fn usage_errors_are_json_with_json() {
+    let o = raidcore(&["fail", "--json", "--dir", "nowhere"]);
+    assert_eq!(o.status.code(), Some(64));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["error"]["kind"], "usage", "{v}");
+    assert_eq!(
+        v["error"]["message"],
+        "the following required arguments were not provided: --disk <DISK>"
+    );
+    let o = raidcore(&["fail", "--dir", "nowhere"]);
+    assert_eq!(o.status.code(), Some(64));
+    assert!(o.stdout.is_empty(), "no JSON without --json");
 }

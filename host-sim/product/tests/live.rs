@@ -96,9 +96,13 @@ fn membership_and_luns(dir: &Path, sock: &Path) {
     let v = json(&["fail", "--dir", d, "--disk", "3", "--json"]);
     assert_eq!(v["health"], "degraded");
     let (out, _) = exits(1, &["status", "--dir", d]);
-    assert!(out.contains("status: Member slot 3 failed"), "{out}");
     assert!(
-        out.contains("action: Replace it: `raidcore replace"),
+        out.contains("status: Member slot 3 failed (its image is left out)"),
+        "{out}"
+    );
+    assert!(out.contains("it survives one more member failure"), "{out}");
+    assert!(
+        out.contains(&format!("`raidcore online --dir {d} --disk 3`; otherwise replace it: `raidcore replace --dir {d} --disk 3`")),
         "{out}"
     );
     // Too many failures are refused (exit 4), in JSON with --json.
@@ -229,7 +233,7 @@ fn refusals_and_events(d: &str) {
     exits(0, &["resume", "--dir", d]);
     let events = ok(&["events", "--dir", d]);
     for want in [
-        "member 2 failed: device gone",
+        "member 2 failed by the operator",
         "a hot spare took member slot 2",
         "disk 3 (disk3.img) is back online",
         "rebuild of member 2 finished",
@@ -240,6 +244,11 @@ fn refusals_and_events(d: &str) {
     ] {
         assert!(events.contains(want), "{want:?} in:\n{events}");
     }
+    assert_eq!(
+        events.matches("member 2 failed").count(),
+        1,
+        "one line for the operator's fail, no device error made up:\n{events}"
+    );
     assert!(
         !events.contains("DiskFailed"),
         "words, not Debug syntax:\n{events}"

@@ -131,8 +131,11 @@ pub fn call<M: Members>(
         maintain(&mut dp, wait)?;
         reply.status = Some(dp.status());
     }
-    if let Err(e) = dp.close() {
+    if let Err(e) = dp.close()
+        && reply.ok
+    {
         // What was done stands (and is printed); the close's failure decides the exit status.
+        // (A request that failed already keeps its own error: the close's follows from it.)
         reply.ok = false;
         reply.error = ops::error_reply(&e).error;
     }

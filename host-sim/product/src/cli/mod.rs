@@ -110,15 +110,28 @@ pub fn main() -> ExitCode {
 }
 
 /// Prints clap's message for `e` (help and version on stdout, exit 0; a usage error on
-/// stderr, exit [`console::exit::USAGE`]).
+/// stderr, exit [`console::exit::USAGE`], and with `--json` among the arguments also as a JSON
+/// error on stdout, as every other error is).
 #[must_use]
 pub fn usage_error(e: &clap::Error) -> ExitCode {
     let _ = e.print();
-    if e.use_stderr() {
-        ExitCode::from(console::exit::USAGE)
-    } else {
-        ExitCode::SUCCESS
+    if !e.use_stderr() {
+        return ExitCode::SUCCESS;
     }
+    if std::env::args_os().any(|a| a == "--json") {
+        // The message is clap's first paragraph (the usage line and hint follow it).
+        let text = e.to_string();
+        let para: Vec<&str> = text
+            .lines()
+            .take_while(|l| !l.trim().is_empty())
+            .map(str::trim)
+            .collect();
+        let joined = para.join(" ");
+        let message = joined.strip_prefix("error: ").unwrap_or(&joined);
+        let v = serde_json::json!({"error": {"kind": "usage", "message": message}});
+        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+    }
+    ExitCode::from(console::exit::USAGE)
 }
 
 /// Runs a parsed command on the image files as they are ([`FileMembers`]).

@@ -10,14 +10,12 @@ use raidcore_hal::BlockDevice;
 
 use super::error::io_err;
 use super::lock::in_use_or_disk;
-use super::{DirError, HostPool, ImageInfo, ImageRole, Members, PoolDir, image_name, list_images};
+use super::{
+    DirError, HostPool, ImageInfo, ImageRole, Members, PoolDir, failed_image_of_slot,
+    failed_member_note, image_name, list_images,
+};
 use crate::disk::{FileDisk, FileDiskOptions};
 use crate::status::disk_state_name;
-
-/// The note of the image of a member that failed in slot `slot`.
-fn failed_note(slot: usize) -> String {
-    format!("failed member of slot {slot}")
-}
 
 /// If a member slot is failed while a hot spare waits and no rebuild runs, has the pool take
 /// the spare (by failing the slot again, which runs the pool's failure handling). Returns the
@@ -93,7 +91,8 @@ impl<M: Members> PoolDir<M> {
             .iter()
             .filter(|d| d.state != DiskState::Online)
             .count();
-        if !force && state == Some(DiskState::Online) && out + 1 > geo.tolerance() {
+        let faults = state == Some(DiskState::Online) && out + 1 > geo.tolerance();
+        if !force && faults {
             return Err(DirError::Invalid(format!(
                 "failing disk {slot} would leave {} members out of sync (failed or rebuilding), \
                  more than {} tolerates ({}): data would become unreadable; pass --force to \
@@ -103,7 +102,18 @@ impl<M: Members> PoolDir<M> {
                 geo.tolerance()
             )));
         }
-        self.pool.fail_disk(slot)?;
+        let failed = self.pool.fail_disk(slot);
+        if faults {
+            // A faulted pool writes nothing that could narrow a later import, this failure's
+            // record included.
+            return Err(DirError::Faulted(format!(
+                "disk {slot} failed by force: the pool is FAULTED and serves no I/O; a faulted \
+                 pool writes nothing to its disks, so neither is this recorded: once the pool \
+                 is opened again (by the next command, or when its server restarts) disk {slot} \
+                 is a member as before"
+            )));
+        }
+        failed?;
         self.note_failed(slot);
         Ok(())
     }
@@ -119,7 +129,7 @@ impl<M: Members> PoolDir<M> {
     fn leave_out_slot(&mut self, slot: usize) {
         for i in &mut self.images {
             if i.role == ImageRole::Member && i.slot == Some(slot) {
-                i.leave_out(failed_note(slot));
+                i.leave_out(failed_member_note(slot));
             }
         }
     }
@@ -180,11 +190,7 @@ impl<M: Members> PoolDir<M> {
                 disk_state_name(d.state)
             )));
         }
-        let image = self
-            .images
-            .iter()
-            .find(|i| i.note.as_deref() == Some(failed_note(slot).as_str()))
-            .map(|i| i.number);
+        let image = failed_image_of_slot(&self.images, slot);
         let present = d.is_some_and(|d| d.present);
         // The pool holds the file it had open, which may have been moved away since: the image
         // under the slot's name is that file only if it cannot be locked again.
@@ -408,11 +414,7 @@ impl<M: Members> PoolDir<M> {
     /// A blank image the size of the others for slot `slot`: under the name of the image that
     /// failed there (renamed aside first), or the next free number.
     fn new_image_for(&self, slot: usize) -> Result<(usize, FileDisk), DirError> {
-        let failed = self
-            .images
-            .iter()
-            .find(|i| i.note.as_deref() == Some(failed_note(slot).as_str()))
-            .map(|i| i.number);
+        let failed = failed_image_of_slot(&self.images, slot);
         let number = match failed {
             Some(n) if self.dir.join(image_name(n)).exists() => {
                 let old = self.dir.join(image_name(n));

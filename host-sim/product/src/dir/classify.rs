@@ -10,7 +10,7 @@ use raidcore::raid::DiskState;
 use raidcore_hal::{BlockSize, ErrorKind};
 
 use super::lock::in_use_or_disk;
-use super::{DirError, ImageInfo, ImageRole, image_name};
+use super::{DirError, ImageInfo, ImageRole, failed_member_note, image_name};
 use crate::disk::{FileDisk, FileDiskOptions};
 
 /// An image opened (and locked) with what its superblock says, if it holds one.
@@ -185,7 +185,7 @@ pub(crate) fn newest_of_main_pool(found: &[Found]) -> Option<&DiskLabel> {
 fn place(info: &mut ImageInfo, sb: &DiskLabel, new: &DiskLabel) {
     if let Some(slot) = new.members.iter().position(|m| m.guid == sb.disk_guid) {
         if new.members[slot].state == DiskState::Failed {
-            info.note = Some(format!("failed member of slot {slot}"));
+            info.note = Some(failed_member_note(slot));
         } else {
             info.role = ImageRole::Member;
             info.slot = Some(slot);

@@ -33,8 +33,11 @@ pub enum DirError {
     Pool(IoError),
     /// A membership call (fail, replace, add a spare) was refused or failed.
     Admin(AdminError),
-    /// A LUN could not be created.
+    /// A LUN could not be created, deleted or resized.
     Lun(LunError),
+    /// The pool faulted under the request (a member failed by force past the level's
+    /// tolerance); the text says what that leaves.
+    Faulted(String),
     /// The request does not make sense; the text says why. Nothing was changed.
     Invalid(String),
     /// Another process has the pool (its directory or an image) open; the text names which.
@@ -51,8 +54,8 @@ impl fmt::Display for DirError {
             DirError::Create(e) => write!(f, "creating the pool: {e}"),
             DirError::Pool(e) => write!(f, "pool: {e}"),
             DirError::Admin(e) => write!(f, "pool: {e}"),
-            DirError::Lun(e) => write!(f, "creating a LUN: {e}"),
-            DirError::Invalid(s) | DirError::InUse(s) => f.write_str(s),
+            DirError::Lun(e) => write!(f, "{e}"),
+            DirError::Invalid(s) | DirError::InUse(s) | DirError::Faulted(s) => f.write_str(s),
         }
     }
 }

@@ -78,6 +78,23 @@ impl ImageInfo {
     }
 }
 
+/// The note of the image of a member that failed in slot `slot`.
+#[must_use]
+pub fn failed_member_note(slot: usize) -> String {
+    format!("failed member of slot {slot}")
+}
+
+/// The number of the image of the member that failed in slot `slot` (left out, still in the
+/// directory), if any.
+#[must_use]
+pub fn failed_image_of_slot(images: &[ImageInfo], slot: usize) -> Option<usize> {
+    let note = failed_member_note(slot);
+    images
+        .iter()
+        .find(|i| i.role == ImageRole::Stale && i.note.as_deref() == Some(note.as_str()))
+        .map(|i| i.number)
+}
+
 /// The number of the image filling member slot `slot` in `images`, if any.
 #[must_use]
 pub fn image_of_slot(images: &[ImageInfo], slot: usize) -> Option<usize> {

@@ -171,6 +171,7 @@ fn label_status(
         strip_bytes: geo.map_or(0, |g| g.strip_bytes() as u64),
         model: meta.model.clone(),
         disks,
+        tolerance: geo.map_or(0, |g| g.tolerance()),
         spares: newest.map_or(0, |l| l.spares.len()),
         images: images.to_vec(),
         rebuild: None,

@@ -30,7 +30,7 @@ pub mod records;
 
 pub use create::CreateOptions;
 pub use error::DirError;
-pub use images::{ImageInfo, ImageRole, image_of_slot};
+pub use images::{ImageInfo, ImageRole, failed_image_of_slot, failed_member_note, image_of_slot};
 pub use layout::{DirMeta, LOCK_FILE, META_FILE, REPLACED_DIR, image_name, list_images};
 
 use std::path::PathBuf;

@@ -76,6 +76,7 @@ fn words(e: &Event, w: &mut Watch) -> Option<(Severity, String)> {
         Event::DiskFailed { disk, kind } => {
             (Error, format!("member {disk} failed: {}", kind_words(kind)))
         }
+        Event::FailedByOperator { disk } => (Warn, format!("member {disk} failed by the operator")),
         Event::MediumError { disk, lba } => (
             Warn,
             format!("member {disk}: unreadable sector at block {lba}, read from redundancy"),
@@ -103,7 +104,8 @@ fn words(e: &Event, w: &mut Watch) -> Option<(Severity, String)> {
         Event::LossUnlisted { lun, lba, blocks } => (
             Error,
             format!(
-                "LUN {lun}: {blocks} block(s) from block {lba} lost, and the list of lost blocks                  is full: they read as errors but `status` does not list them"
+                "LUN {lun}: {blocks} block(s) from block {lba} lost, and the list of lost blocks \
+                 is full: they read as errors but `status` does not list them"
             ),
         ),
         Event::SpareTaken { disk } => (Warn, format!("a hot spare took member slot {disk}")),

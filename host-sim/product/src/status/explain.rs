@@ -3,7 +3,22 @@
 //! [`DirStatus`].
 
 use super::DirStatus;
-use crate::dir::ImageRole;
+use crate::dir::{ImageRole, failed_image_of_slot};
+
+/// `s` for more than one.
+fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
+
+/// `` `raidcore online --dir p --disk 1`, then `raidcore online --dir p --disk 3` `` for
+/// slots `[1, 3]`.
+fn commands(cmd: &str, dir: &str, slots: &[usize]) -> String {
+    let each: Vec<String> = slots
+        .iter()
+        .map(|s| format!("`raidcore {cmd} --dir {dir} --disk {s}`"))
+        .collect();
+    each.join(", then ")
+}
 
 /// `0, 2 and 3` from `[0, 2, 3]`.
 fn list(slots: &[usize]) -> String {
@@ -25,13 +40,107 @@ impl DirStatus {
             .collect()
     }
 
-    /// Member slots no image fills.
-    fn missing(&self) -> Vec<usize> {
+    /// Member slots failed or without a disk (not those being rebuilt).
+    fn out_of_sync(&self) -> Vec<usize> {
         self.disks
             .iter()
-            .filter(|d| !d.present)
+            .filter(|d| d.state == "failed" || !d.present)
             .map(|d| d.index)
             .collect()
+    }
+
+    /// How much redundancy a degraded pool has left, in words.
+    fn redundancy_left(&self) -> String {
+        let out = self
+            .disks
+            .iter()
+            .filter(|d| d.state != "online" || !d.present)
+            .count();
+        match self.tolerance.saturating_sub(out) {
+            0 => "with no redundancy left: one more member failure loses data".into(),
+            1 => "with less redundancy: it survives one more member failure".into(),
+            n => format!("with less redundancy: it survives {n} more member failures"),
+        }
+    }
+
+    /// `status:` and `action:` of a degraded pool with members failed or missing: each slot
+    /// named, with the command that brings it back (`online`, when its image is there) or
+    /// replaces it.
+    fn explain_out(&self) -> (Option<String>, Option<String>) {
+        let dir = &self.dir;
+        let out = self.out_of_sync();
+        let (back, gone): (Vec<usize>, Vec<usize>) = out
+            .iter()
+            .partition(|&&s| failed_image_of_slot(&self.images, s).is_some());
+        let mut what = Vec::new();
+        if !back.is_empty() {
+            what.push(format!(
+                "member slot{} {} failed ({} left out)",
+                plural(back.len()),
+                list(&back),
+                if back.len() == 1 {
+                    "its image is"
+                } else {
+                    "their images are"
+                }
+            ));
+        }
+        let missing: Vec<usize> = gone.iter().copied().filter(|&s| !self.present(s)).collect();
+        let failed: Vec<usize> = gone.iter().copied().filter(|&s| self.present(s)).collect();
+        if !failed.is_empty() {
+            what.push(format!(
+                "member slot{} {} failed",
+                plural(failed.len()),
+                list(&failed)
+            ));
+        }
+        if !missing.is_empty() {
+            what.push(format!(
+                "member slot{} {} {} no image (missing)",
+                plural(missing.len()),
+                list(&missing),
+                if missing.len() == 1 { "has" } else { "have" }
+            ));
+        }
+        let mut problem = what.join("; ");
+        if let Some(c) = problem.get_mut(..1) {
+            c.make_ascii_uppercase();
+        }
+        let problem = format!(
+            "{problem}: the pool serves every block, {}.",
+            self.redundancy_left()
+        );
+        let mut actions = Vec::new();
+        if self.spares > 0 && self.rebuild.is_none() {
+            actions.push("A hot spare takes a failed slot at the pool's next write.".to_string());
+        }
+        if !back.is_empty() {
+            actions.push(format!(
+                "If the disk is sound, bring it back (resynced for what it missed): {}; \
+                 otherwise replace {}: {}.",
+                commands("online", dir, &back),
+                if back.len() == 1 { "it" } else { "them" },
+                commands("replace", dir, &back)
+            ));
+        }
+        if !gone.is_empty() {
+            let lead = if missing.is_empty() {
+                "Replace"
+            } else {
+                "Put the missing image back, or replace"
+            };
+            actions.push(format!(
+                "{lead} the member{}: {}.",
+                plural(gone.len()),
+                commands("replace", dir, &gone)
+            ));
+        }
+        (Some(problem), Some(actions.join(" ")))
+    }
+
+    /// A disk is in member slot `slot`.
+    fn present(&self, slot: usize) -> bool {
+        self.disks.iter().any(|d| d.index == slot && d.present)
     }
 
     /// Fills [`DirStatus::problem`] and [`DirStatus::action`] from the rest.
@@ -79,38 +188,7 @@ impl DirStatus {
                 Some("The pool is suspended after errors of the host (its file system or devices): no I/O is served and nothing is written.".into()),
                 Some(format!("Fix the cause (free space, remount), then `raidcore resume --dir {dir}`.")),
             ),
-            "degraded" if !self.missing().is_empty() => {
-                let missing = self.missing();
-                let problem = format!(
-                    "Member slot{} {} {} no image (missing): the pool serves every block, with \
-                     less redundancy.",
-                    if missing.len() == 1 { "" } else { "s" },
-                    list(&missing),
-                    if missing.len() == 1 { "has" } else { "have" }
-                );
-                let action = format!(
-                    "Put the missing image back, or replace the member: `raidcore replace --dir \
-                     {dir} --disk {}`.",
-                    missing[0]
-                );
-                (Some(problem), Some(action))
-            }
-            "degraded" if !failed.is_empty() => {
-                let problem = format!(
-                    "Member slot{} {} failed: the pool serves every block, with less redundancy.",
-                    if failed.len() == 1 { "" } else { "s" },
-                    list(&failed)
-                );
-                let action = if self.spares > 0 && self.rebuild.is_none() {
-                    "A hot spare takes the slot at the pool's next write.".to_string()
-                } else {
-                    format!(
-                        "Replace it: `raidcore replace --dir {dir} --disk {}`.",
-                        failed[0]
-                    )
-                };
-                (Some(problem), Some(action))
-            }
+            "degraded" if !self.out_of_sync().is_empty() => self.explain_out(),
             "degraded" => (
                 Some(format!(
                     "Member slot{} {} {} being rebuilt: until then the pool has less redundancy.",

@@ -93,6 +93,10 @@ pub struct DirStatus {
     pub model: String,
     /// Member slots.
     pub disks: Vec<DiskReport>,
+    /// How many members may be out of sync (failed, missing or being rebuilt), in the worst
+    /// placement, with every block still served.
+    #[serde(default)]
+    pub tolerance: usize,
     /// Hot spares waiting.
     pub spares: usize,
     /// Every image in the directory and its role.
@@ -212,6 +216,7 @@ impl DirStatus {
             strip_bytes: geo.strip_bytes() as u64,
             model: p.meta.model.clone(),
             disks: disk_reports(&st, p.images, bb),
+            tolerance: geo.tolerance(),
             spares: usize::from(st.spares),
             images: p.images.to_vec(),
             rebuild: st.rebuild.map(|(slot, done, total)| Progress {

@@ -28,13 +28,19 @@ impl DirStatus {
                 self.view
             );
         }
+        // `memory` is the simulator's device with no timing of its own: images served as they
+        // are, nothing worth a word.
+        let model = if self.model == "memory" {
+            String::new()
+        } else {
+            format!(", device model {} (simulated timing)", self.model)
+        };
         let _ = writeln!(
             s,
-            "layout: {} strip {}, {} disks, model {}",
+            "layout: {} strip {}, {} disks{model}",
             self.level,
             format_bytes(self.strip_bytes),
             self.disks.len(),
-            self.model
         );
         self.write_scan(&mut s);
         self.write_members(&mut s);
