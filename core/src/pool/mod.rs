@@ -25,6 +25,7 @@ mod arena;
 mod checkpoint;
 mod cleaner;
 mod import;
+mod loss;
 mod membership;
 mod peek;
 mod rebuild;
@@ -1052,8 +1053,22 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
                 break;
             }
         }
+        let fresh_loss = match res {
+            Err(IoError::Unrecoverable { lun, lba }) if !self.luns.is_bad(lun, lba) => {
+                Some((lun, lba))
+            }
+            _ => None,
+        };
         // A member that failed under the reads gets a spare and a rebuild now.
-        self.settled(res)?;
+        let res = self.settled(res);
+        // A loss the read found goes on the list (unless the cause was the host's, which
+        // suspends the pool, or the pool faulted: then nothing is lost block by block).
+        if let (Some((lun, lba)), Err(IoError::Unrecoverable { .. })) = (fresh_loss, &res)
+            && self.serving().is_ok()
+        {
+            self.list_lost_block(lun, lba)?;
+        }
+        res?;
         self.counters.client_bytes_read += buf.len() as u64;
         Ok(())
     }

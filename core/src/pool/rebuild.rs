@@ -10,7 +10,7 @@ use raidcore_hal::BlockDevice;
 use super::Pool;
 use crate::error::IoError;
 use crate::event::Event;
-use crate::format::{BadRange, ItemKind, Root, SegState};
+use crate::format::{ItemKind, Root, SegState};
 use crate::log::{Log, SeqRule};
 use crate::raid::{ArrayError, Column, DiskSet, DiskState, Geometry, LostRows};
 
@@ -327,6 +327,8 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             .events_mut()
             .push(Event::HealthChanged { health });
         self.write_config()?;
+        // A member that was away may hold rows of extents listed lost meanwhile.
+        self.recheck_lost()?;
         // The next rebuild target, if a second disk was replaced meanwhile.
         if let Some(d) = self.rebuilding_member() {
             self.start_rebuild_at(d as u8, 0);
@@ -385,47 +387,6 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             cursor = item_end;
         }
         Ok(())
-    }
-
-    /// The blocks of the extent at `addr` (`lun`, `lba`, `blocks`) the map still points at go
-    /// on the unrecoverable list, one range per run of them: blocks rewritten since live in
-    /// another extent and are not lost.
-    pub(crate) fn record_lost_extent(
-        &mut self,
-        addr: u64,
-        lun: u16,
-        lba: u64,
-        blocks: u32,
-    ) -> Result<(), IoError> {
-        let mut run: Option<(u64, u32)> = None;
-        for i in 0..u64::from(blocks) {
-            let e = self.vol()?.map_get(lun, lba + i)?;
-            let live = e.valid && e.addr() == addr;
-            match (&mut run, live) {
-                (Some((_, n)), true) => *n += 1,
-                (None, true) => run = Some((lba + i, 1)),
-                (Some(_), false) => {
-                    if let Some((lba, blocks)) = run.take() {
-                        self.list_lost(BadRange { lun, lba, blocks });
-                    }
-                }
-                (None, false) => {}
-            }
-        }
-        if let Some((lba, blocks)) = run {
-            self.list_lost(BadRange { lun, lba, blocks });
-        }
-        Ok(())
-    }
-
-    /// Lists `r` as lost; a full list is said in an event rather than dropped silently.
-    fn list_lost(&mut self, r: BadRange) {
-        if !self.luns.add_bad(r) {
-            let BadRange { lun, lba, blocks } = r;
-            self.array
-                .events_mut()
-                .push(Event::LossUnlisted { lun, lba, blocks });
-        }
     }
 
     /// After import: which member slots the root's rebuild cursor covers.

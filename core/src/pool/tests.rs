@@ -3,8 +3,8 @@ use std::vec;
 use std::vec::Vec;
 
 use super::*;
-use crate::raid::DiskState;
 use crate::raid::tests::RamDisk;
+use crate::raid::{Column, DiskState};
 use raidcore_hal::ErrorKind;
 
 type TestPool = Pool<RamDisk, Vec<u8>, 8, 4, 32, 8>;
@@ -327,6 +327,17 @@ fn a_latent_sector_error_on_the_last_copy_never_fails_the_member() {
             assert_eq!(buf, block(i), "block {i}");
         }
     }
+    // The reads listed exactly that extent as lost, and the list outlives a restart.
+    let listed = [BadRange {
+        lun,
+        lba: extent.start,
+        blocks: u32::from(e.blocks),
+    }];
+    assert_eq!(p.bad_ranges(), listed);
+    p.checkpoint().unwrap();
+    let (p, _) = reimport_with(p, mirror_cfg());
+    assert_eq!(p.bad_ranges(), listed, "kept across a restart");
+    assert_eq!(p.status().bad_ranges, 1);
 }
 
 #[test]
@@ -596,4 +607,88 @@ fn a_copy_of_a_member_is_not_taken_for_it() {
     assert_eq!(rep.missing, 0);
     p.read(lun, 0, &mut buf).unwrap();
     assert_eq!(buf, block(1));
+}
+
+/// The member block under LUN block `lba`'s data (extent payloads stored as they are): `(disk,
+/// member block)`.
+fn member_block_of(p: &mut TestPool, lun: u16, lba: u64) -> (usize, u64) {
+    let e = p.vol().unwrap().map_get(lun, lba).unwrap();
+    assert!(!e.compressed, "the test data does not compress");
+    let at = e.addr() + 64 + u64::from(e.index) * 4096;
+    let geo = *p.array().geometry();
+    let (stripe, strip, off) = geo.locate(at).unwrap();
+    let disk = geo.disk_of(stripe, Column::Data(strip)).unwrap();
+    (
+        disk,
+        geo.stripe_lba(stripe) + (off / geo.block_bytes()) as u64,
+    )
+}
+
+/// Degraded RAID-5, a latent sector error on a survivor: the client read that meets it puts
+/// exactly the extent's live blocks on the list of lost blocks (kept across a restart), every
+/// other block reads; the member that was away comes back, and once it is in sync the extent
+/// reads back from it and leaves the list.
+#[test]
+fn a_degraded_read_lists_its_loss_and_a_member_back_unlists_it() {
+    let c = PoolConfig {
+        level: Level::Raid5,
+        ..cfg()
+    };
+    let mut p = new_pool(c, 4, 40_000);
+    let lun = p.create_lun("a", 256).unwrap();
+    let data: Vec<u8> = (0..256).flat_map(block).collect();
+    p.write(lun, 0, &data[..64 * 4096], false).unwrap();
+    p.flush().unwrap();
+    // Later writes move the log on, so the stripes of LBAs 0..64 lie outside the window of
+    // the root member 3 holds when it leaves: its resync leaves them as they are.
+    p.write(lun, 64, &data[64 * 4096..], false).unwrap();
+    p.flush().unwrap();
+    p.checkpoint().unwrap();
+    // An LBA whose data lies on member 1, with member 3 away.
+    let lba = (0..64)
+        .find(|&i| member_block_of(&mut p, lun, i).0 == 1)
+        .unwrap();
+    let (_, bad) = member_block_of(&mut p, lun, lba);
+    let e = p.vol().unwrap().map_get(lun, lba).unwrap();
+    let first = lba - u64::from(e.index);
+    let extent = first..first + u64::from(e.blocks);
+    p.fail_disk(3).unwrap();
+    let away = p.array.take(3).unwrap();
+    p.array_mut().disk_mut(1).unwrap().medium = vec![bad];
+    let mut buf = vec![0u8; 4096];
+    assert_eq!(
+        p.read(lun, lba, &mut buf),
+        Err(IoError::Unrecoverable { lun, lba })
+    );
+    let listed = [BadRange {
+        lun,
+        lba: extent.start,
+        blocks: u32::from(e.blocks),
+    }];
+    assert_eq!(p.bad_ranges(), listed);
+    for i in (0..256).filter(|i| !extent.contains(i)) {
+        p.read(lun, i, &mut buf).unwrap();
+        assert_eq!(buf, block(i), "block {i}");
+    }
+    assert_eq!(p.status().disks[1].state, DiskState::Online);
+    p.checkpoint().unwrap();
+    assert_eq!(p.online_disk(3, away), Ok(()));
+    while !p.maintenance().unwrap().idle {}
+    assert_eq!(p.health(), Health::Online);
+    assert_eq!(
+        p.bad_ranges(),
+        [],
+        "the member back holds what made the extent check"
+    );
+    assert_blocks(&mut p, lun, 0, 256, 0, "after the member came back");
+}
+
+fn reimport_with(p: TestPool, c: PoolConfig) -> (TestPool, ImportReport) {
+    let (members, spares, mem) = p.into_parts();
+    let all: Vec<RamDisk> = members.into_iter().flatten().chain(spares).collect();
+    let opts = ImportOptions {
+        config: c,
+        skip_refused: true,
+    };
+    TestPool::import(all, opts, mem).unwrap()
 }

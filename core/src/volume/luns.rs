@@ -180,6 +180,16 @@ impl<const L: usize> LunTable<L> {
         &self.bad
     }
 
+    /// The listed range that starts first at or after `lun`'s block `lba` (in LUN, then LBA
+    /// order; the ranges of one LUN never overlap).
+    pub fn next_bad_from(&self, lun: u16, lba: u64) -> Option<BadRange> {
+        self.bad
+            .iter()
+            .filter(|r| (r.lun, r.lba) >= (lun, lba))
+            .min_by_key(|r| (r.lun, r.lba))
+            .copied()
+    }
+
     /// Whether `lun`'s block `lba` is known lost.
     pub fn is_bad(&self, lun: u16, lba: u64) -> bool {
         self.bad.iter().any(|r| {

@@ -1,0 +1,99 @@
+//! The list of lost blocks (LBA ranges no copy or reconstruction of makes check): what a
+//! rebuild, a scrub or a client's degraded read adds to it, and what leaves it again when a
+//! member that was away comes back in sync and a listed extent reads back checking.
+
+use raidcore_hal::BlockDevice;
+
+use super::Pool;
+use crate::error::IoError;
+use crate::event::Event;
+use crate::format::BadRange;
+
+impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: usize, const S: usize>
+    Pool<D, M, N, L, P, S>
+{
+    /// The blocks of the extent at `addr` (`lun`, `lba`, `blocks`) the map still points at go
+    /// on the unrecoverable list, one range per run of them: blocks rewritten since live in
+    /// another extent and are not lost.
+    pub(crate) fn record_lost_extent(
+        &mut self,
+        addr: u64,
+        lun: u16,
+        lba: u64,
+        blocks: u32,
+    ) -> Result<(), IoError> {
+        let mut run: Option<(u64, u32)> = None;
+        for i in 0..u64::from(blocks) {
+            let e = self.vol()?.map_get(lun, lba + i)?;
+            let live = e.valid && e.addr() == addr;
+            match (&mut run, live) {
+                (Some((_, n)), true) => *n += 1,
+                (None, true) => run = Some((lba + i, 1)),
+                (Some(_), false) => {
+                    if let Some((lba, blocks)) = run.take() {
+                        self.list_lost(BadRange { lun, lba, blocks });
+                    }
+                }
+                (None, false) => {}
+            }
+        }
+        if let Some((lba, blocks)) = run {
+            self.list_lost(BadRange { lun, lba, blocks });
+        }
+        Ok(())
+    }
+
+    /// Lists `r` as lost; a full list is said in an event rather than dropped silently.
+    fn list_lost(&mut self, r: BadRange) {
+        if !self.luns.add_bad(r) {
+            let BadRange { lun, lba, blocks } = r;
+            self.array
+                .events_mut()
+                .push(Event::LossUnlisted { lun, lba, blocks });
+        }
+    }
+
+    /// A client read found `lun`'s block `lba` lost (its extent's every reconstruction
+    /// failed its checksum, or more of its rows were unreadable than the level tolerates):
+    /// the live blocks of that extent go on the list, as a rebuild or scrub would put them.
+    /// Called only once the read is known not to have met a host condition (which suspends
+    /// the pool and loses nothing).
+    pub(crate) fn list_lost_block(&mut self, lun: u16, lba: u64) -> Result<(), IoError> {
+        let e = self.vol()?.map_get(lun, lba)?;
+        if !e.valid {
+            return Ok(());
+        }
+        let first = lba.saturating_sub(u64::from(e.index));
+        self.record_lost_extent(e.addr(), lun, first, u32::from(e.blocks))
+    }
+
+    /// After a member came back in sync: the listed blocks whose extents read back checking
+    /// now (their rows lay on that member) leave the list; the rest stay. Each range is walked
+    /// once, in LUN and LBA order, each extent loaded once.
+    pub(crate) fn recheck_lost(&mut self) -> Result<(), IoError> {
+        let mut cursor = (0u16, 0u64);
+        while let Some(r) = self.luns.next_bad_from(cursor.0, cursor.1) {
+            let mut verdict: Option<(u64, bool)> = None;
+            for lba in r.lba..r.end() {
+                let mut vol = self.vol()?;
+                let e = vol.map_get(r.lun, lba)?;
+                if !e.valid {
+                    continue;
+                }
+                let ok = match verdict {
+                    Some((addr, ok)) if addr == e.addr() => ok,
+                    _ => {
+                        let ok = vol.load_extent(r.lun, lba, e).is_ok();
+                        verdict = Some((e.addr(), ok));
+                        ok
+                    }
+                };
+                if ok {
+                    self.luns.forget_bad(r.lun, lba, 1);
+                }
+            }
+            cursor = (r.lun, r.end());
+        }
+        Ok(())
+    }
+}
