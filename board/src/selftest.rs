@@ -506,6 +506,7 @@ pub fn pool_raid6_rebuild<D: BlockDevice>(
     let opts = raidcore::pool::ImportOptions {
         config: pcfg,
         skip_refused: false,
+        force: false,
     };
     let t0 = clock();
     let (mut pool, ir) =

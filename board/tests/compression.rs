@@ -39,6 +39,7 @@ fn reimport(pool: CardPool, cfg: PoolConfig) -> CardPool {
     let opts = ImportOptions {
         config: cfg,
         skip_refused: false,
+        force: false,
     };
     CardPool::import(disks, opts, mem).unwrap().0
 }

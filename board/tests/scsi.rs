@@ -273,6 +273,7 @@ fn power_cut(p: CardPool) -> CardPool {
     let opts = ImportOptions {
         config: config(),
         skip_refused: false,
+        force: false,
     };
     CardPool::import(members.into_iter().flatten().chain(spares), opts, mem)
         .unwrap()

@@ -359,6 +359,7 @@ pub fn check_import(input: &[u8]) -> Result<(), String> {
     let opts = ImportOptions {
         config: t.cfg,
         skip_refused: skip_refused || strict,
+        force: false,
     };
     let (mut pool, _report) = match FuzzPool::import(disks, opts, mem) {
         Ok(p) => p,

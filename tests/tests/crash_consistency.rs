@@ -178,6 +178,7 @@ fn check_crash(
     let opts = ImportOptions {
         config: *cfg,
         skip_refused: false,
+        force: false,
     };
     let (mut pool, rep) =
         MemPool::import(kept, opts, mem).map_err(|e| format!("import failed: {e}"))?;

@@ -214,6 +214,7 @@ fn import(disks: Vec<FaultyDisk<MemDisk>>, level: Level) -> (FPool, raidcore::po
         ImportOptions {
             config: cfg,
             skip_refused: true,
+            force: false,
         },
         mem,
     )
@@ -984,6 +985,7 @@ fn unreadable_when_degraded(
     let opts = ImportOptions {
         config: cfg,
         skip_refused: true,
+        force: false,
     };
     let (mut o, _) = FPool::import(disks, opts, mem).unwrap();
     let mut buf = vec![0u8; LUN_BLOCK];

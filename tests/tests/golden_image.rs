@@ -225,6 +225,7 @@ fn cycle(out: &mut String, s: &Scenario, p: GoldenPool, phase: &str, clean: bool
         ImportOptions {
             config: config(s),
             skip_refused: false,
+            force: false,
         },
         mem,
     )

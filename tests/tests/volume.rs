@@ -216,6 +216,7 @@ fn run_model(ops: &[Op]) -> Result<(), TestCaseError> {
                 let opts = raidcore::pool::ImportOptions {
                     config: cfg,
                     skip_refused: false,
+                    force: false,
                 };
                 let (np, _) = TestPool::import(all, opts, mem)
                     .map_err(|e| TestCaseError::fail(format!("op {i}: import: {e}")))?;

@@ -648,6 +648,7 @@ pub unsafe extern "C" fn raidcore_pool_import(
         let opts = ImportOptions {
             config: c,
             skip_refused: true,
+            force: false,
         };
         guard(|| match CPool::import(ds, opts, mem) {
             Ok((pool, rep)) => {

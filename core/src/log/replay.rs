@@ -30,6 +30,9 @@ pub(crate) struct Replay {
     /// did not load: the checkpoint flushed everything before it ahead of writing the root, so
     /// that was durable too, and an unreadable item before it is damage, not the torn tail.
     pub durable_root: Option<LogCursor>,
+    /// A forced import: an unreadable item before the durable position ends the log there
+    /// (the writes after it are lost, and said so) instead of refusing the import.
+    pub cut_at_damage: bool,
 }
 
 impl Replay {
@@ -59,6 +62,8 @@ pub(crate) struct LogEnd {
     /// Of those, items before the newest flush mark that no redundancy could rebuild (kept in
     /// the map, so their blocks read as errors).
     pub lost: u64,
+    /// A forced import cut the log here, at an unreadable item before the durable position.
+    pub cut: Option<u64>,
 }
 
 /// One item the scan passed.
@@ -89,6 +94,7 @@ pub(crate) struct LogScan<'r> {
     /// First pass only.
     asm: Option<Assembly>,
     done: bool,
+    cut: Option<u64>,
 }
 
 impl<'r> LogScan<'r> {
@@ -121,6 +127,7 @@ impl<'r> LogScan<'r> {
                 dirty: false,
             }),
             done: false,
+            cut: None,
         }
     }
 
@@ -195,7 +202,10 @@ impl<'r> LogScan<'r> {
         let Some((h, hoff, rebuilt)) = io.find_header(self.cursor, room, SeqRule::Exact(self.seq))
         else {
             if assemble && self.before_mark(replay, io.log.sdb() as u64) {
-                return Err(IoError::LogLost { addr: self.cursor });
+                if !replay.cut_at_damage {
+                    return Err(IoError::LogLost { addr: self.cursor });
+                }
+                self.cut = Some(self.cursor);
             }
             self.done = true;
             return Ok(None);
@@ -283,6 +293,7 @@ impl<'r> LogScan<'r> {
             stripe_seq: self.stripe_seq,
             items: self.items,
             lost: self.lost,
+            cut: self.cut,
         })
     }
 }

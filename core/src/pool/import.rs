@@ -29,7 +29,13 @@ pub(super) struct Assembled<D, const N: usize> {
     newest: Superblock,
     slots: Vec<Option<D>, 32>,
     spares: Vec<Spare<D>, N>,
+    /// Slots a forced import took failed members back into.
+    forced: Vec<u8, 32>,
 }
+
+/// A failed member's disk a forced import may take back: `(disk, slot, label generation,
+/// index given)`.
+type Candidate<D> = (D, usize, u64, u8);
 
 /// Reads every disk's superblock; disks without one are refused (and reported).
 fn discover<D: BlockDevice, const N: usize>(
@@ -113,9 +119,57 @@ fn copy_of<D>(found: &[Found<D>], i: usize) -> Option<OpenError> {
     }
 }
 
-/// Places each disk by the newest configuration (see the module docs).
+/// The slot of the failed member `guid` names in `newest`, if that slot is still its own.
+fn failed_slot(newest: &Superblock, guid: u64) -> Option<usize> {
+    newest
+        .members
+        .iter()
+        .position(|m| m.guid == guid && m.state == DiskState::Failed)
+}
+
+/// Members out of sync once `slots` are filled as they are: empty slots, and slots the
+/// newest configuration names failed (unless `forced`).
+fn out_of_sync<D>(newest: &Superblock, slots: &[Option<D>], forced: &[u8]) -> usize {
+    slots
+        .iter()
+        .zip(newest.members.iter())
+        .enumerate()
+        .filter(|(i, (d, m))| {
+            d.is_none() || (m.state == DiskState::Failed && !forced.contains(&(*i as u8)))
+        })
+        .count()
+}
+
+/// A forced import's step (see [`ImportOptions::force`]): while more members are out of sync
+/// than the level tolerates, the candidate with the newest label goes back into its slot.
+/// Candidates left over are refused as stale.
+fn take_back<D, const N: usize>(
+    a: &mut Assembled<D, N>,
+    mut candidates: Vec<Candidate<D>, N>,
+    report: &mut ImportReport,
+) {
+    let tolerance = a.newest.geometry.tolerance();
+    while out_of_sync(&a.newest, &a.slots, &a.forced) > tolerance {
+        let newest = (0..candidates.len()).max_by_key(|&i| candidates.get(i).map(|c| c.2));
+        let Some(i) = newest else { break };
+        let (d, slot, _, _) = candidates.swap_remove(i);
+        if let Some(s @ None) = a.slots.get_mut(slot) {
+            *s = Some(d);
+            let _ = a.forced.push(slot as u8);
+        }
+    }
+    for (_, _, _, idx) in candidates {
+        let _ = report
+            .refused
+            .push((idx, OpenError::StaleDisk { disk: idx }));
+    }
+}
+
+/// Places each disk by the newest configuration (see the module docs); with `force`, takes
+/// failed members back as [`ImportOptions::force`] says.
 fn assemble<D: BlockDevice, const N: usize>(
     found: Vec<Found<D>, N>,
+    force: bool,
     report: &mut ImportReport,
 ) -> Result<Assembled<D, N>, OpenError> {
     let newest = newest_config(&found)?;
@@ -125,6 +179,7 @@ fn assemble<D: BlockDevice, const N: usize>(
     // Blocks every member and spare must have (the array checks it too, for the whole pool).
     let need = geo.stripe_lba(geo.stripes());
     let copies: Vec<Option<OpenError>, N> = (0..found.len()).map(|i| copy_of(&found, i)).collect();
+    let mut candidates: Vec<Candidate<D>, N> = Vec::new();
     for (i, (d, sb)) in found.into_iter().enumerate() {
         let idx = i as u8;
         let Some(sb) = sb else { continue };
@@ -135,19 +190,28 @@ fn assemble<D: BlockDevice, const N: usize>(
         } else if d.block_size().bytes() != geo.block_bytes() || d.block_count() < need {
             Some(OpenError::WrongSize { disk: idx })
         } else {
-            place(&newest, &mut slots, &mut spares, d, sb.disk_guid)
-                .err()
-                .map(|()| OpenError::StaleDisk { disk: idx })
+            match (force, failed_slot(&newest, sb.disk_guid)) {
+                (true, Some(slot)) => {
+                    let _ = candidates.push((d, slot, sb.generation, idx));
+                    None
+                }
+                _ => place(&newest, &mut slots, &mut spares, d, sb.disk_guid)
+                    .err()
+                    .map(|()| OpenError::StaleDisk { disk: idx }),
+            }
         };
         if let Some(e) = refuse {
             let _ = report.refused.push((idx, e));
         }
     }
-    Ok(Assembled {
+    let mut a = Assembled {
         newest,
         slots,
         spares,
-    })
+        forced: Vec::new(),
+    };
+    take_back(&mut a, candidates, report);
+    Ok(a)
 }
 
 /// Puts disk `d` (GUID `guid`) into its member slot or among the spares; `Err` for a disk the
@@ -198,10 +262,14 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         let mut report = ImportReport::default();
         let mut pool = Self::open_members(disks, &opts, &mut report, mem)?;
         let (root, skipped) = pool.find_root()?;
-        pool.recover(&root, skipped, &mut report)
+        pool.recover(&root, skipped, opts.force, &mut report)
             .map_err(OpenError::Io)?;
         pool.settle_import(report.missing > 0)
             .map_err(OpenError::Io)?;
+        if !report.forced.is_empty() {
+            // What the members taken back missed: the scrub repairs it where the rest can.
+            pool.start_scrub();
+        }
         Ok((pool, report))
     }
 
@@ -214,7 +282,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         mem: M,
     ) -> Result<Self, OpenError> {
         let found = discover::<D, N>(disks, report)?;
-        let a = assemble(found, report)?;
+        let a = assemble(found, opts.force, report)?;
         if !opts.skip_refused
             && let Some((_, e)) = report.refused.first()
         {
@@ -234,13 +302,9 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         let geo = newest.geometry;
         let cfg = opts.config.with_superblock(&newest);
         cfg.check()?;
-        let missing = a
-            .slots
-            .iter()
-            .zip(newest.members.iter())
-            .filter(|(d, m)| d.is_none() || m.state == DiskState::Failed)
-            .count();
+        let missing = out_of_sync(&newest, &a.slots, &a.forced);
         report.missing = missing as u8;
+        report.forced = a.forced.clone();
         if missing > geo.tolerance() {
             return Err(OpenError::TooManyMissing {
                 missing: missing as u8,
@@ -278,11 +342,13 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
     }
 
     /// Recovery from `root` (see the module docs): intent-log scan, two roll-forward passes,
-    /// the log reopened at its end, the write hole closed.
+    /// the log reopened at its end, the write hole closed. `force`: an unreadable item before
+    /// the durable position ends the log ([`ImportOptions::force`]).
     fn recover(
         &mut self,
         root: &Root,
         skipped: Option<LogCursor>,
+        force: bool,
         report: &mut ImportReport,
     ) -> Result<(), IoError> {
         self.ckpt.root_gen = root.root_gen;
@@ -294,6 +360,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             .io_in(Pass::FindEnd { healed: false })?
             .zil_scan(root.log.next_stripe_seq)?;
         replay.durable_root = skipped;
+        replay.cut_at_damage = force;
         // Only pass 1 reads through the records. It writes every stripe it patched back whole
         // (the one holding the end stays in memory): from then on reads see the members as
         // they are, so the resync's checks judge what the members hold (a patched read hid a
@@ -309,6 +376,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         report.root_gen = root.root_gen;
         report.items_replayed = end.items;
         report.items_lost = end.lost;
+        report.log_cut_at = end.cut;
         report.resynced_stripes = resynced;
         report.zil_records = replay.zil_refs.len() as u32;
         Ok(())

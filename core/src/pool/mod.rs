@@ -321,6 +321,15 @@ pub struct ImportOptions {
     /// Import even when some given disks are refused (foreign, stale, unreadable): they are
     /// left out and reported. Without it, any refused disk fails the import.
     pub skip_refused: bool,
+    /// A forced import (as `mdadm --assemble --force`): when more members are missing than
+    /// the level tolerates, failed members whose disks are given and whose slots were never
+    /// given to another disk are taken back, newest label first, until the pool can serve
+    /// (or none is left); and a log unreadable before the last flush's end is cut there
+    /// ([`ImportReport::log_cut_at`]) rather than refused. They rejoin in sync with what they hold: a strip they missed makes
+    /// its extent fail its checksum and read as an error, never as other data; a scrub
+    /// starts at once to find and repair what the rest can. Off by default; an import that
+    /// needs no forcing is not changed by it.
+    pub force: bool,
 }
 
 /// What import found and did.
@@ -343,6 +352,12 @@ pub struct ImportReport {
     pub missing: u8,
     /// Disks left out (index in the order given, and why).
     pub refused: Vec<(u8, OpenError), 32>,
+    /// Member slots a forced import ([`ImportOptions::force`]) took failed members back into.
+    pub forced: Vec<u8, 32>,
+    /// A forced import found the log unreadable at this address (bytes) before the position
+    /// the last flush made durable, and ended it there: writes acknowledged after it are lost
+    /// (an import without force refuses with [`IoError::LogLost`] instead).
+    pub log_cut_at: Option<u64>,
 }
 
 /// A LUN's identity and space use.

@@ -141,6 +141,7 @@ mod tests {
         let opts = ImportOptions {
             config: cfg(),
             skip_refused: false,
+            force: false,
         };
         let (mut peek, report) = TestPool::peek(all, opts, mem).unwrap();
         let st = peek.status();

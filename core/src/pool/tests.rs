@@ -50,6 +50,7 @@ fn reimport(p: TestPool) -> (TestPool, ImportReport) {
         ImportOptions {
             config: cfg(),
             skip_refused: false,
+            force: false,
         },
         mem,
     )
@@ -265,6 +266,7 @@ fn a_faulted_pool_keeps_its_last_good_member_importable() {
     let opts = ImportOptions {
         config: mirror_cfg(),
         skip_refused: true,
+        force: false,
     };
     let (mut p, rep) = TestPool::import(back, opts, mem).unwrap();
     assert!(rep.refused.is_empty(), "{:?}", rep.refused);
@@ -581,6 +583,7 @@ fn a_copy_of_a_member_is_not_taken_for_it() {
     let opts = |skip_refused| ImportOptions {
         config: cfg(),
         skip_refused,
+        force: false,
     };
     let r = TestPool::import(all.clone(), opts(false), mem.clone());
     assert_eq!(r.err(), Some(OpenError::DuplicateDisk { disk: 0 }));
@@ -689,6 +692,71 @@ fn reimport_with(p: TestPool, c: PoolConfig) -> (TestPool, ImportReport) {
     let opts = ImportOptions {
         config: c,
         skip_refused: true,
+        force: false,
     };
     TestPool::import(all, opts, mem).unwrap()
+}
+
+/// RAID-5: member 1 failed by hand and left, the pool wrote on, then member 2 died. Without
+/// force the import is refused; forced, member 1 is taken back in sync: everything written
+/// before it left reads back, and what it missed reads back or fails, never as other data;
+/// a scrub runs.
+#[test]
+fn a_forced_import_takes_a_failed_member_back_and_serves_no_other_data() {
+    let c = PoolConfig {
+        level: Level::Raid5,
+        ..cfg()
+    };
+    let mut p = new_pool(c, 4, 40_000);
+    let lun = p.create_lun("a", 256).unwrap();
+    let data: Vec<u8> = (0..128).flat_map(block).collect();
+    p.write(lun, 0, &data[..64 * 4096], false).unwrap();
+    p.flush().unwrap();
+    p.checkpoint().unwrap();
+    p.fail_disk(1).unwrap();
+    let failed = p.array.take(1).unwrap();
+    let later: Vec<u8> = (64..128).flat_map(|i| block(i + 9)).collect();
+    p.write(lun, 64, &later, false).unwrap();
+    p.flush().unwrap();
+    p.checkpoint().unwrap();
+    let (members, _, mem) = p.into_parts();
+    // Member 2 is gone for good; member 1's disk is offered back.
+    let given: Vec<RamDisk> = members
+        .into_iter()
+        .enumerate()
+        .filter_map(|(i, d)| d.filter(|_| i != 2))
+        .chain([failed])
+        .collect();
+    let opts = |force| ImportOptions {
+        config: c,
+        skip_refused: true,
+        force,
+    };
+    let refused = TestPool::import(given.clone(), opts(false), vec![0u8; mem.len()]);
+    assert_eq!(
+        refused.err(),
+        Some(OpenError::TooManyMissing { missing: 2 })
+    );
+    let (mut p, rep) = TestPool::import(given, opts(true), mem).unwrap();
+    assert_eq!(rep.forced.as_slice(), [1]);
+    assert_eq!(rep.missing, 1);
+    let st = p.status();
+    assert_eq!(st.health, Health::Degraded);
+    assert_eq!(st.disks[1].state, DiskState::Online);
+    assert!(st.scrub.is_some(), "a scrub starts");
+    assert_blocks(&mut p, lun, 0, 64, 0, "written before member 1 left");
+    let mut buf = vec![0u8; 4096];
+    let (mut good, mut lost) = (0, 0);
+    for i in 64..128 {
+        match p.read(lun, i, &mut buf) {
+            Ok(()) => {
+                assert_eq!(buf, block(i + 9), "block {i}: other data");
+                good += 1;
+            }
+            Err(IoError::Unrecoverable { .. }) => lost += 1,
+            Err(e) => panic!("block {i}: {e:?}"),
+        }
+    }
+    // Member 1 missed every stripe of these writes and member 2 is gone: none can check.
+    assert_eq!((good, lost), (0, 64));
 }

@@ -1164,6 +1164,7 @@ impl Sim {
         let opts = ImportOptions {
             config: self.cfg,
             skip_refused: true,
+            force: false,
         };
         self.stats.imports += 1;
         match CampPool::import(disks, opts, mem) {
@@ -1464,6 +1465,7 @@ impl Sim {
                 let opts = ImportOptions {
                     config: self.cfg,
                     skip_refused: true,
+                    force: false,
                 };
                 self.stats.imports += 1;
                 match CampPool::import(disks, opts, mem) {

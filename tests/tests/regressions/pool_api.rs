@@ -65,6 +65,7 @@ fn import_retries_transient_errors() {
     let opts = ImportOptions {
         config: cfg,
         skip_refused: true,
+        force: false,
     };
     let (_pool, report) = FPool::import(members.into_iter().flatten().chain(spares), opts, mem)
         .unwrap_or_else(|e| panic!("import: {e}"));
@@ -108,6 +109,7 @@ fn recreated_lun_reads_back_after_import() {
     let opts = ImportOptions {
         config: cfg,
         skip_refused: false,
+        force: false,
     };
     let (mut pool, _) = MemPool::import(disks, opts, mem).unwrap();
     let c = pool.lun_by_name("c").expect("LUN c after import");

@@ -369,6 +369,7 @@ fn import(disks: Disks, arena: &'static mut [u8]) -> Result<(FwPool, ImportRepor
     let opts = ImportOptions {
         config: pico::pool_config(),
         skip_refused: true,
+        force: false,
     };
     FwPool::import(disks, opts, arena)
 }

@@ -80,6 +80,7 @@ pub fn look(dir: &Path) -> Result<Look, DirError> {
     let opts = ImportOptions {
         config: cfg,
         skip_refused: true,
+        force: false,
     };
     let look = match HostPool::<FileDisk>::peek(files, opts, mem) {
         Ok((mut peek, report)) => {

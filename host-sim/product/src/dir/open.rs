@@ -61,6 +61,7 @@ impl<M: Members> PoolDir<M> {
         let opts = ImportOptions {
             config: cfg,
             skip_refused: true,
+            force: false,
         };
         let (pool, import) =
             HostPool::import(disks_in_order, opts, mem).map_err(|e| import_error(e, &images))?;
