@@ -632,7 +632,9 @@ impl Superblock {
         if sb.version != FORMAT_VERSION {
             return Err(FormatError::Version(sb.version));
         }
-        if sb.members.len() != sb.geometry.disks() {
+        // The geometry is decoded, not built by `Geometry::try_new`: its rules are checked
+        // here before anything divides by its block size or walks its stripes.
+        if !sb.geometry.is_valid() || sb.members.len() != sb.geometry.disks() {
             return Err(FormatError::Bounds);
         }
         Ok(sb)

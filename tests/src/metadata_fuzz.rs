@@ -460,6 +460,14 @@ mod tests {
     }
 
     #[test]
+    fn fuzz_found_superblock_geometry_of_block_size_zero_is_refused() {
+        // libFuzzer (`decode_metadata`, an hour's run): a patched superblock whose geometry
+        // decoded with a block size of 0 made import divide by zero; decoded geometries are
+        // checked by `Geometry::is_valid` now.
+        check_decode_metadata(&[0x04, 0xb6, 0x12, 0x12, 0x05, 0xb6, 0x29, 0x04, 0x12]).unwrap();
+    }
+
+    #[test]
     fn fuzz_found_root_head_outside_its_segment_is_an_error_not_a_panic() {
         // libFuzzer (CI, `decode_metadata`): a patched root whose log head lies past the end of
         // its first reserved segment made roll-forward subtract with overflow.

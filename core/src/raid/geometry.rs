@@ -171,6 +171,37 @@ impl Geometry {
         })
     }
 
+    /// Whether this geometry keeps every rule [`Geometry::try_new`] checks (one decoded from
+    /// disk is not built by it): disk count, strip size, block size (512 or 4096), a data area
+    /// starting on a strip boundary with at least one stripe, and no address past `u64`.
+    #[must_use]
+    pub fn is_valid(&self) -> bool {
+        let (lo, hi) = self.level.disk_range();
+        let disks = self.disks as usize;
+        let strip_ok = self.strip_bytes.is_power_of_two()
+            && (MIN_STRIP_BYTES..=MAX_STRIP_BYTES).contains(&self.strip_bytes);
+        let block_ok = matches!(self.block_bytes, 512 | 4096);
+        if !(lo..=hi).contains(&disks)
+            || (self.level == Level::Raid10 && !disks.is_multiple_of(2))
+            || !strip_ok
+            || !block_ok
+            || self.stripes == 0
+        {
+            return false;
+        }
+        let strip_blocks = u64::from(self.strip_bytes / self.block_bytes);
+        self.data_start_lba.is_multiple_of(strip_blocks)
+            && self
+                .stripes
+                .checked_mul(strip_blocks)
+                .and_then(|b| b.checked_add(self.data_start_lba))
+                .is_some()
+            && self
+                .stripes
+                .checked_mul(self.stripe_data_bytes() as u64)
+                .is_some()
+    }
+
     /// The RAID level.
     #[must_use]
     pub const fn level(&self) -> Level {
