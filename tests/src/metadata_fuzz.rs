@@ -461,7 +461,7 @@ mod tests {
 
     #[test]
     fn fuzz_found_superblock_geometry_of_block_size_zero_is_refused() {
-        // libFuzzer (`decode_metadata`, an hour's run): a patched superblock whose geometry
+        // libFuzzer (`decode_metadata`, a long run): a patched superblock whose geometry
         // decoded with a block size of 0 made import divide by zero; decoded geometries are
         // checked by `Geometry::is_valid` now.
         check_decode_metadata(&[0x04, 0xb6, 0x12, 0x12, 0x05, 0xb6, 0x29, 0x04, 0x12]).unwrap();
