@@ -628,8 +628,7 @@ fn member_block_of(p: &mut TestPool, lun: u16, lba: u64) -> (usize, u64) {
 }
 
 /// Degraded RAID-5, a latent sector error on a survivor: the client read that meets it puts
-/// exactly the extent's live blocks on the list of lost blocks (kept across a restart), every
-/// other block reads; the member that was away comes back, and once it is in sync the extent
+/// exactly the extent's live blocks on the list of lost blocks, every other block reads; the member that was away comes back, and once it is in sync the extent
 /// reads back from it and leaves the list.
 #[test]
 fn a_degraded_read_lists_its_loss_and_a_member_back_unlists_it() {
@@ -699,8 +698,8 @@ fn reimport_with(p: TestPool, c: PoolConfig) -> (TestPool, ImportReport) {
 
 /// RAID-5: member 1 failed by hand and left, the pool wrote on, then member 2 died. Without
 /// force the import is refused; forced, member 1 is taken back in sync: everything written
-/// before it left reads back, and what it missed reads back or fails, never as other data;
-/// a scrub runs.
+/// before it left reads back, and what it missed reads as errors, never as other data; a
+/// scrub runs.
 #[test]
 fn a_forced_import_takes_a_failed_member_back_and_serves_no_other_data() {
     let c = PoolConfig {
