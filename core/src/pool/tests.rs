@@ -758,4 +758,8 @@ fn a_forced_import_takes_a_failed_member_back_and_serves_no_other_data() {
     }
     // Member 1 missed every stripe of these writes and member 2 is gone: none can check.
     assert_eq!((good, lost), (0, 64));
+    // The forced assembly is recorded: the next import needs no force.
+    let (p, rep) = reimport_with(p, c);
+    assert!(rep.forced.is_empty() && rep.refused.is_empty(), "{rep:?}");
+    assert_eq!(p.status().disks[1].state, DiskState::Online);
 }
