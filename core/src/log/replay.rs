@@ -83,7 +83,8 @@ struct Assembly {
 #[derive(Debug)]
 pub(crate) struct LogScan<'r> {
     reserved: &'r [u32],
-    stop: Option<u64>,
+    /// The first pass's end: the index into `reserved` and the address.
+    stop: Option<(usize, u64)>,
     cursor: u64,
     seq: u64,
     res_idx: usize,
@@ -99,13 +100,15 @@ pub(crate) struct LogScan<'r> {
 
 impl<'r> LogScan<'r> {
     /// A scan from `from` through the segments `reserved`; the first pass (`assemble`) fills
-    /// the stripe buffer, a second stops at `stop` (the first pass's end).
+    /// the stripe buffer, a second stops at `stop` (the first pass's end: its index into
+    /// `reserved` and its address; the address alone is ambiguous where one segment's end is
+    /// the start of a later one the log wrapped round to).
     pub fn new<D: BlockDevice, const N: usize>(
         io: &mut LogIo<'_, D, N>,
         from: LogCursor,
         reserved: &'r [u32],
         assemble: bool,
-        stop: Option<u64>,
+        stop: Option<(usize, u64)>,
     ) -> Self {
         let sdb = io.log.sdb() as u64;
         let stripe_addr = from.head / sdb * sdb;
@@ -141,7 +144,7 @@ impl<'r> LogScan<'r> {
         while !self.done {
             // Equality, not order: the reserved segments need not ascend (the log may wrap to a
             // segment at a lower address), and the second pass walks the first one's path.
-            if self.stop == Some(self.cursor) {
+            if self.stop == Some((self.res_idx, self.cursor)) {
                 break;
             }
             let Some(&seg) = self.reserved.get(self.res_idx) else {

@@ -371,7 +371,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             LogScan::new(&mut io, root.log, &root.reserved, true, None).end(&mut io, &replay)?
         };
         self.reopen_log(root, &end)?;
-        self.replay_log(root, &replay, end.addr)?;
+        self.replay_log(root, &replay, &end)?;
         let resynced = self.resync_log_tail(root, &end)?;
         report.root_gen = root.root_gen;
         report.items_replayed = end.items;
@@ -424,10 +424,16 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
     }
 
     /// Pass 2: every item up to `end` into the map.
-    fn replay_log(&mut self, root: &Root, replay: &Replay, end: u64) -> Result<(), IoError> {
+    fn replay_log(&mut self, root: &Root, replay: &Replay, end: &LogEnd) -> Result<(), IoError> {
         let mut scan = {
             let mut io = self.io()?;
-            LogScan::new(&mut io, root.log, &root.reserved, false, Some(end))
+            LogScan::new(
+                &mut io,
+                root.log,
+                &root.reserved,
+                false,
+                Some((end.res_idx, end.addr)),
+            )
         };
         loop {
             let next = scan.next(&mut self.io()?, replay)?;
@@ -437,7 +443,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             }
         }
         let replayed = scan.end(&mut self.io()?, replay)?;
-        if replayed.addr != end {
+        if (replayed.res_idx, replayed.addr) != (end.res_idx, end.addr) {
             return Err(IoError::Corrupt(format::FormatError::Crc));
         }
         Ok(())

@@ -68,6 +68,7 @@ regressions! {
     import_transient_seed_67,
     log_stuck_seed_728,
     log_window_full_seed_9915,
+    log_wrap_end_seed_7103456,
     log_wrap_seed_875,
     log_wrap_seed_991,
     lost_heal_write_seed_2540,
@@ -106,7 +107,6 @@ regressions! {
     soak_seed_3030739,
     #[ignore = "known failing: wrong data: LUN 0 LBA 50: read data no write ever put there but the model allows [67]"]
     soak_seed_3048631,
-    #[ignore = "known failing: wrong data: LUN 0 LBA 84: read version 0 but the model allows [61]"]
     soak_seed_3049272,
     #[ignore = "known failing: wrong data: LUN 3 LBA 46: read data no write ever put there but the model allows [54]"]
     soak_seed_3084257,
@@ -124,22 +124,21 @@ regressions! {
     soak_seed_4502601,
     #[ignore = "known failing: read error within tolerance: read of LUN 0 LBA 0+32 failed within tolerance: LUN 0 LBA 28: data lost"]
     soak_seed_4512422,
-    #[ignore = "known failing: wrong data: LUN 0 LBA 45: read version 0 but the model allows [24]"]
     soak_seed_4518095,
     #[ignore = "known failing: wrong data: LUN 1 LBA 12: read version 0 but the model allows [91]"]
     soak_seed_4601571,
     #[ignore = "known failing: import failed: import after a power cut failed within tolerance: log unreadable at address 482496, before the last flush's end: more faults than the level tolerates; acknowledged writes after it are lost"]
     soak_seed_4619421,
-    #[ignore = "known failing: wrong data: LUN 0 LBA 248: read version 0 but the model allows [85]"]
     soak_seed_5011206,
     #[ignore = "known failing: import failed: import after a power cut failed within tolerance: log unreadable at address 409728, before the last flush's end: more faults than the level tolerates; acknowledged writes after it are lost"]
     soak_seed_5011572,
-    #[ignore = "known failing: wrong data: LUN 0 LBA 9: read version 0 but the model allows [50]"]
     soak_seed_5106983,
     #[ignore = "known failing: import failed: import after a power cut failed within tolerance: metadata damaged: checksum mismatch"]
     soak_seed_5125095,
     spare_rebuild_restart_seed_153,
     superblock_copies_seed_1714,
+    #[ignore = "known failing: wrong data: LUN 1 LBA 14: read data no write ever put there but the model allows [0, 33]"]
+    torn_stripe_crc_seed_7103141,
     two_lost_columns_seed_710,
     write_hole_seed_102,
     zil_flush_not_durable_seed_216,
