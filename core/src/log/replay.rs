@@ -182,8 +182,10 @@ impl<'r> LogScan<'r> {
             finish_stripe(io, &mut asm)?;
             asm.stripe = self.cursor;
             self.asm = Some(asm);
-        } else {
-            // Its first item is the one expected next.
+        } else if self.stop != Some((self.res_idx, self.cursor)) {
+            // Its first item is the one expected next. Not for the segment the first pass
+            // ended at the start of: no item of this use is in it, and the reopened log's
+            // sequence numbers jump past those of items the crash cut off.
             io.log.note_entered(next, self.seq);
             io.apply_mark_used();
         }
