@@ -444,6 +444,16 @@ fn timed<T>(clock: &mut dyn FnMut() -> u64, max: &mut u64, f: impl FnOnce() -> T
     (r, dt)
 }
 
+/// Import options of a plain import: every disk must belong, nothing forced.
+fn plain_import(config: raidcore::pool::PoolConfig) -> raidcore::pool::ImportOptions {
+    raidcore::pool::ImportOptions {
+        config,
+        skip_refused: false,
+        force: false,
+        rewind: false,
+    }
+}
+
 /// The pool-level self-test, in the RP2040 firmware's configuration ([`crate::pico`]):
 /// creates a RAID-6 pool on blank `members` with `spare` as hot spare, writes
 /// `cfg.lun_blocks` seeded 4 KiB blocks to one LUN (half of them compressible) with a flush
@@ -503,11 +513,7 @@ pub fn pool_raid6_rebuild<D: BlockDevice>(
 
     // Power cut after the last flush: nothing closed, no checkpoint; import rolls forward.
     let (members, spares, mem) = pool.into_parts();
-    let opts = raidcore::pool::ImportOptions {
-        config: pcfg,
-        skip_refused: false,
-        force: false,
-    };
+    let opts = plain_import(pcfg);
     let t0 = clock();
     let (mut pool, ir) =
         TestPool::<D>::import(members.into_iter().flatten().chain(spares), opts, mem)

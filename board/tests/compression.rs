@@ -40,6 +40,7 @@ fn reimport(pool: CardPool, cfg: PoolConfig) -> CardPool {
         config: cfg,
         skip_refused: false,
         force: false,
+        rewind: false,
     };
     CardPool::import(disks, opts, mem).unwrap().0
 }

@@ -274,6 +274,7 @@ fn power_cut(p: CardPool) -> CardPool {
         config: config(),
         skip_refused: false,
         force: false,
+        rewind: false,
     };
     CardPool::import(members.into_iter().flatten().chain(spares), opts, mem)
         .unwrap()

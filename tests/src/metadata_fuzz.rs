@@ -360,6 +360,7 @@ pub fn check_import(input: &[u8]) -> Result<(), String> {
         config: t.cfg,
         skip_refused: skip_refused || strict,
         force: false,
+        rewind: false,
     };
     let (mut pool, _report) = match FuzzPool::import(disks, opts, mem) {
         Ok(p) => p,

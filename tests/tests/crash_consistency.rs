@@ -179,6 +179,7 @@ fn check_crash(
         config: *cfg,
         skip_refused: false,
         force: false,
+        rewind: false,
     };
     let (mut pool, rep) =
         MemPool::import(kept, opts, mem).map_err(|e| format!("import failed: {e}"))?;

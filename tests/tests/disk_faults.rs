@@ -215,6 +215,7 @@ fn import(disks: Vec<FaultyDisk<MemDisk>>, level: Level) -> (FPool, raidcore::po
             config: cfg,
             skip_refused: true,
             force: false,
+            rewind: false,
         },
         mem,
     )
@@ -986,6 +987,7 @@ fn unreadable_when_degraded(
         config: cfg,
         skip_refused: true,
         force: false,
+        rewind: false,
     };
     let (mut o, _) = FPool::import(disks, opts, mem).unwrap();
     let mut buf = vec![0u8; LUN_BLOCK];

@@ -226,6 +226,7 @@ fn cycle(out: &mut String, s: &Scenario, p: GoldenPool, phase: &str, clean: bool
             config: config(s),
             skip_refused: false,
             force: false,
+            rewind: false,
         },
         mem,
     )

@@ -217,6 +217,7 @@ fn run_model(ops: &[Op]) -> Result<(), TestCaseError> {
                     config: cfg,
                     skip_refused: false,
                     force: false,
+                    rewind: false,
                 };
                 let (np, _) = TestPool::import(all, opts, mem)
                     .map_err(|e| TestCaseError::fail(format!("op {i}: import: {e}")))?;

@@ -93,6 +93,17 @@
 // Disk callback result: the device is gone or failed.
 #define RAIDCORE_DISK_FAILED -4
 
+// `raidcore_pool_import_with` flag: a forced import (as `mdadm --assemble --force`): when
+// more members are missing than the level tolerates, failed members whose disks are given and
+// whose slots never went to another disk are taken back; what they missed reads as
+// `RAIDCORE_E_LOST`, never as other data.
+#define RAIDCORE_IMPORT_FORCE 1
+
+// `raidcore_pool_import_with` flag: a rewind (as `zpool import -F`): a log unreadable before
+// the last flush's end is cut there instead of refused; the writes after it are lost and the
+// blocks they wrote read their older contents.
+#define RAIDCORE_IMPORT_REWIND 2
+
 // `raidcore_config.level`: striping, no redundancy.
 #define RAIDCORE_RAID0 0
 
@@ -285,7 +296,8 @@ int32_t raidcore_pool_create(const raidcore_disk *members,
 
 // Imports a pool from its disks, given in any order (members and spares alike), with the
 // run-time policy of `*cfg` (the fixed settings come from the disks); `*out` receives the
-// handle and, unless `report` is null, `*report` what import found.
+// handle and, unless `report` is null, `*report` what import found. As
+// `raidcore_pool_import_with` without flags.
 //
 // # Safety
 // As for `raidcore_pool_create`; `report` is null or writable.
@@ -296,6 +308,22 @@ int32_t raidcore_pool_import(const raidcore_disk *disks,
                              size_t arena_len,
                              raidcore_pool **out,
                              raidcore_import_report *report);
+
+// `raidcore_pool_import` with `flags` (`RAIDCORE_IMPORT_FORCE`, `RAIDCORE_IMPORT_REWIND`, or
+// 0; other bits are `RAIDCORE_E_INVALID`); unless `forced_slots` is null, `*forced_slots`
+// receives the member slots a forced import took back, bit `i` for slot `i`.
+//
+// # Safety
+// As for `raidcore_pool_import`; `forced_slots` is null or writable.
+int32_t raidcore_pool_import_with(const raidcore_disk *disks,
+                                  uint32_t n_disks,
+                                  const raidcore_config *cfg,
+                                  uint32_t flags,
+                                  uint8_t *arena,
+                                  size_t arena_len,
+                                  raidcore_pool **out,
+                                  raidcore_import_report *report,
+                                  uint32_t *forced_slots);
 
 // Flushes and checkpoints, then releases the disks and the arena; the handle is invalid
 // afterwards, whatever the result (an error says the last writes may not be durable).

@@ -99,6 +99,16 @@ pub const RAIDCORE_DISK_TIMEOUT: i32 = -3;
 /// Disk callback result: the device is gone or failed.
 pub const RAIDCORE_DISK_FAILED: i32 = -4;
 
+/// `raidcore_pool_import_with` flag: a forced import (as `mdadm --assemble --force`): when
+/// more members are missing than the level tolerates, failed members whose disks are given and
+/// whose slots never went to another disk are taken back; what they missed reads as
+/// `RAIDCORE_E_LOST`, never as other data.
+pub const RAIDCORE_IMPORT_FORCE: u32 = 1;
+/// `raidcore_pool_import_with` flag: a rewind (as `zpool import -F`): a log unreadable before
+/// the last flush's end is cut there instead of refused; the writes after it are lost and the
+/// blocks they wrote read their older contents.
+pub const RAIDCORE_IMPORT_REWIND: u32 = 2;
+
 /// `raidcore_config.level`: striping, no redundancy.
 pub const RAIDCORE_RAID0: u8 = 0;
 /// `raidcore_config.level`: n-way mirror.
@@ -617,7 +627,8 @@ pub unsafe extern "C" fn raidcore_pool_create(
 
 /// Imports a pool from its disks, given in any order (members and spares alike), with the
 /// run-time policy of `*cfg` (the fixed settings come from the disks); `*out` receives the
-/// handle and, unless `report` is null, `*report` what import found.
+/// handle and, unless `report` is null, `*report` what import found. As
+/// `raidcore_pool_import_with` without flags.
 ///
 /// # Safety
 /// As for `raidcore_pool_create`; `report` is null or writable.
@@ -631,6 +642,41 @@ pub unsafe extern "C" fn raidcore_pool_import(
     out: *mut *mut raidcore_pool,
     report: *mut raidcore_import_report,
 ) -> i32 {
+    // SAFETY: the caller's promises, passed on.
+    unsafe {
+        raidcore_pool_import_with(
+            disks,
+            n_disks,
+            cfg,
+            0,
+            arena,
+            arena_len,
+            out,
+            report,
+            core::ptr::null_mut(),
+        )
+    }
+}
+
+/// `raidcore_pool_import` with `flags` (`RAIDCORE_IMPORT_FORCE`, `RAIDCORE_IMPORT_REWIND`, or
+/// 0; other bits are `RAIDCORE_E_INVALID`); unless `forced_slots` is null, `*forced_slots`
+/// receives the member slots a forced import took back, bit `i` for slot `i`.
+///
+/// # Safety
+/// As for `raidcore_pool_import`; `forced_slots` is null or writable.
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments)] // the C signature
+pub unsafe extern "C" fn raidcore_pool_import_with(
+    disks: *const raidcore_disk,
+    n_disks: u32,
+    cfg: *const raidcore_config,
+    flags: u32,
+    arena: *mut u8,
+    arena_len: usize,
+    out: *mut *mut raidcore_pool,
+    report: *mut raidcore_import_report,
+    forced_slots: *mut u32,
+) -> i32 {
     // SAFETY: the caller's promises, as documented; nulls are refused.
     unsafe {
         let Some(ds) = disk_list(disks, n_disks) else {
@@ -639,7 +685,7 @@ pub unsafe extern "C" fn raidcore_pool_import(
         let Some(c) = cfg.as_ref().and_then(raidcore_config::pool_config) else {
             return RAIDCORE_E_INVALID;
         };
-        if out.is_null() {
+        if out.is_null() || flags & !(RAIDCORE_IMPORT_FORCE | RAIDCORE_IMPORT_REWIND) != 0 {
             return RAIDCORE_E_INVALID;
         }
         let Some((obj, mem)) = place(arena, arena_len) else {
@@ -648,7 +694,8 @@ pub unsafe extern "C" fn raidcore_pool_import(
         let opts = ImportOptions {
             config: c,
             skip_refused: true,
-            force: false,
+            force: flags & RAIDCORE_IMPORT_FORCE != 0,
+            rewind: flags & RAIDCORE_IMPORT_REWIND != 0,
         };
         guard(|| match CPool::import(ds, opts, mem) {
             Ok((pool, rep)) => {
@@ -665,6 +712,13 @@ pub unsafe extern "C" fn raidcore_pool_import(
                         missing: rep.missing,
                         refused: rep.refused.len() as u8,
                     };
+                }
+                if let Some(f) = forced_slots.as_mut() {
+                    *f = rep
+                        .forced
+                        .iter()
+                        .filter(|&&s| s < 32)
+                        .fold(0, |m, &s| m | 1 << s);
                 }
                 RAIDCORE_OK
             }

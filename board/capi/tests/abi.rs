@@ -216,3 +216,46 @@ fn a_removed_spare_is_blank_and_out_of_the_pool() {
         "the other spare kept its superblocks"
     );
 }
+
+/// RAID-5 with member 1 failed by hand, then member 3 gone: a plain import is refused, an
+/// unknown flag too, and `RAIDCORE_IMPORT_FORCE` takes member 1 back and says so.
+#[test]
+fn a_forced_import_takes_a_failed_member_back() {
+    let mut cfg = config();
+    cfg.level = RAIDCORE_RAID5;
+    let mut disks: Vec<Vec<u8>> = (0..4).map(|_| vec![0u8; BLOCKS as usize * 512]).collect();
+    let mut arena = Vec::new();
+    // SAFETY: valid config, disks, arena and out pointers; all outlive the pools.
+    unsafe {
+        let ops = disk_ops(&mut disks, Some(flush_only));
+        let pool = create(&ops, 4, &cfg, &mut arena);
+        assert_eq!(raidcore_fail_disk(pool, 1), RAIDCORE_OK);
+        assert_eq!(raidcore_pool_shutdown(pool), RAIDCORE_OK);
+        let given = [ops[0], ops[2], ops[1]];
+        let mut pool = null_mut();
+        let mut forced = 0u32;
+        let mut import = |flags: u32, forced: &mut u32| {
+            raidcore_pool_import_with(
+                given.as_ptr(),
+                3,
+                &cfg,
+                flags,
+                arena.as_mut_ptr(),
+                arena.len(),
+                &mut pool,
+                null_mut(),
+                forced,
+            )
+        };
+        assert_eq!(import(0, &mut forced), RAIDCORE_E_TOO_MANY_MISSING);
+        assert_eq!(import(4, &mut forced), RAIDCORE_E_INVALID);
+        assert_eq!(import(RAIDCORE_IMPORT_FORCE, &mut forced), RAIDCORE_OK);
+        assert_eq!(forced, 1 << 1);
+        let mut st = core::mem::MaybeUninit::<raidcore_status>::uninit();
+        assert_eq!(raidcore_pool_status(pool, st.as_mut_ptr()), RAIDCORE_OK);
+        let st = st.assume_init();
+        assert_eq!(st.health, RAIDCORE_HEALTH_DEGRADED);
+        assert_eq!(st.member_state[1], RAIDCORE_MEMBER_ONLINE);
+        assert_eq!(raidcore_pool_shutdown(pool), RAIDCORE_OK);
+    }
+}

@@ -30,8 +30,9 @@ pub(crate) struct Replay {
     /// did not load: the checkpoint flushed everything before it ahead of writing the root, so
     /// that was durable too, and an unreadable item before it is damage, not the torn tail.
     pub durable_root: Option<LogCursor>,
-    /// A forced import: an unreadable item before the durable position ends the log there
-    /// (the writes after it are lost, and said so) instead of refusing the import.
+    /// A rewind (`ImportOptions::rewind`): an unreadable item before the durable position
+    /// ends the log there (the writes after it are lost, and said so) instead of refusing
+    /// the import.
     pub cut_at_damage: bool,
 }
 

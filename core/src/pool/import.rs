@@ -262,7 +262,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         let mut report = ImportReport::default();
         let mut pool = Self::open_members(disks, &opts, &mut report, mem)?;
         let (root, skipped) = pool.find_root()?;
-        pool.recover(&root, skipped, opts.force, &mut report)
+        pool.recover(&root, skipped, opts.rewind, &mut report)
             .map_err(OpenError::Io)?;
         pool.settle_import(report.missing > 0)
             .map_err(OpenError::Io)?;
@@ -342,13 +342,13 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
     }
 
     /// Recovery from `root` (see the module docs): intent-log scan, two roll-forward passes,
-    /// the log reopened at its end, the write hole closed. `force`: an unreadable item before
-    /// the durable position ends the log ([`ImportOptions::force`]).
+    /// the log reopened at its end, the write hole closed. `rewind`: an unreadable item before
+    /// the durable position ends the log ([`ImportOptions::rewind`]).
     fn recover(
         &mut self,
         root: &Root,
         skipped: Option<LogCursor>,
-        force: bool,
+        rewind: bool,
         report: &mut ImportReport,
     ) -> Result<(), IoError> {
         self.ckpt.root_gen = root.root_gen;
@@ -360,7 +360,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             .io_in(Pass::FindEnd { healed: false })?
             .zil_scan(root.log.next_stripe_seq)?;
         replay.durable_root = skipped;
-        replay.cut_at_damage = force;
+        replay.cut_at_damage = rewind;
         // Only pass 1 reads through the records. It writes every stripe it patched back whole
         // (the one holding the end stays in memory): from then on reads see the members as
         // they are, so the resync's checks judge what the members hold (a patched read hid a

@@ -324,12 +324,17 @@ pub struct ImportOptions {
     /// A forced import (as `mdadm --assemble --force`): when more members are missing than
     /// the level tolerates, failed members whose disks are given and whose slots were never
     /// given to another disk are taken back, newest label first, until the pool can serve
-    /// (or none is left); and a log unreadable before the last flush's end is cut there
-    /// ([`ImportReport::log_cut_at`]) rather than refused. They rejoin in sync with what they hold: a strip they missed makes
+    /// (or none is left). They rejoin in sync with what they hold: a strip they missed makes
     /// its extent fail its checksum and read as an error, never as other data; a scrub
     /// starts at once to find and repair what the rest can. Off by default; an import that
     /// needs no forcing is not changed by it.
     pub force: bool,
+    /// A rewind (as `zpool import -F`): a log unreadable before the last flush's end is cut
+    /// there ([`ImportReport::log_cut_at`]) instead of refused with [`IoError::LogLost`].
+    /// The writes after the cut are lost, and the blocks they wrote read their **older**
+    /// contents (what the map held at the cut), not errors: the log that named them is the
+    /// part that cannot be read. Only for an operator who chose that over no pool at all.
+    pub rewind: bool,
 }
 
 /// What import found and did.
@@ -354,9 +359,10 @@ pub struct ImportReport {
     pub refused: Vec<(u8, OpenError), 32>,
     /// Member slots a forced import ([`ImportOptions::force`]) took failed members back into.
     pub forced: Vec<u8, 32>,
-    /// A forced import found the log unreadable at this address (bytes) before the position
-    /// the last flush made durable, and ended it there: writes acknowledged after it are lost
-    /// (an import without force refuses with [`IoError::LogLost`] instead).
+    /// A rewind ([`ImportOptions::rewind`]) found the log unreadable at this address (bytes)
+    /// before the position the last flush made durable, and ended it there: writes
+    /// acknowledged after it are lost, their blocks reading their older contents (an import
+    /// without rewind refuses with [`IoError::LogLost`] instead).
     pub log_cut_at: Option<u64>,
 }
 

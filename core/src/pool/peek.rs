@@ -142,6 +142,7 @@ mod tests {
             config: cfg(),
             skip_refused: false,
             force: false,
+            rewind: false,
         };
         let (mut peek, report) = TestPool::peek(all, opts, mem).unwrap();
         let st = peek.status();

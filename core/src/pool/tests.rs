@@ -51,6 +51,7 @@ fn reimport(p: TestPool) -> (TestPool, ImportReport) {
             config: cfg(),
             skip_refused: false,
             force: false,
+            rewind: false,
         },
         mem,
     )
@@ -267,6 +268,7 @@ fn a_faulted_pool_keeps_its_last_good_member_importable() {
         config: mirror_cfg(),
         skip_refused: true,
         force: false,
+        rewind: false,
     };
     let (mut p, rep) = TestPool::import(back, opts, mem).unwrap();
     assert!(rep.refused.is_empty(), "{:?}", rep.refused);
@@ -584,6 +586,7 @@ fn a_copy_of_a_member_is_not_taken_for_it() {
         config: cfg(),
         skip_refused,
         force: false,
+        rewind: false,
     };
     let r = TestPool::import(all.clone(), opts(false), mem.clone());
     assert_eq!(r.err(), Some(OpenError::DuplicateDisk { disk: 0 }));
@@ -692,14 +695,16 @@ fn reimport_with(p: TestPool, c: PoolConfig) -> (TestPool, ImportReport) {
         config: c,
         skip_refused: true,
         force: false,
+        rewind: false,
     };
     TestPool::import(all, opts, mem).unwrap()
 }
 
 /// RAID-5: member 1 failed by hand and left, the pool wrote on, then member 2 died. Without
-/// force the import is refused; forced, member 1 is taken back in sync: everything written
-/// before it left reads back, and what it missed reads as errors, never as other data; a
-/// scrub runs.
+/// force the import is refused, and forced without a rewind too (the log past the older
+/// checkpoint is unreadable); forced and rewound, member 1 is taken back in sync: everything
+/// written before it left reads back, and what it missed reads as errors, never as other
+/// data; a scrub runs.
 #[test]
 fn a_forced_import_takes_a_failed_member_back_and_serves_no_other_data() {
     let c = PoolConfig {
@@ -726,17 +731,29 @@ fn a_forced_import_takes_a_failed_member_back_and_serves_no_other_data() {
         .filter_map(|(i, d)| d.filter(|_| i != 2))
         .chain([failed])
         .collect();
-    let opts = |force| ImportOptions {
+    let opts = |force, rewind| ImportOptions {
         config: c,
         skip_refused: true,
         force,
+        rewind,
     };
-    let refused = TestPool::import(given.clone(), opts(false), vec![0u8; mem.len()]);
+    let refused = TestPool::import(given.clone(), opts(false, false), vec![0u8; mem.len()]);
     assert_eq!(
         refused.err(),
         Some(OpenError::TooManyMissing { missing: 2 })
     );
-    let (mut p, rep) = TestPool::import(given, opts(true), mem).unwrap();
+    // The last checkpoint's tables lie on stripes member 1 missed: the log cannot be read
+    // past the one before, and only a rewind cuts it there.
+    let no_rewind = TestPool::import(given.clone(), opts(true, false), vec![0u8; mem.len()]);
+    assert!(
+        matches!(
+            no_rewind.err(),
+            Some(OpenError::Io(IoError::LogLost { .. }))
+        ),
+        "a forced import does not cut the log unasked"
+    );
+    let (mut p, rep) = TestPool::import(given, opts(true, true), mem).unwrap();
+    assert!(rep.log_cut_at.is_some(), "{rep:?}");
     assert_eq!(rep.forced.as_slice(), [1]);
     assert_eq!(rep.missing, 1);
     let st = p.status();

@@ -1165,6 +1165,7 @@ impl Sim {
             config: self.cfg,
             skip_refused: true,
             force: false,
+            rewind: false,
         };
         self.stats.imports += 1;
         match CampPool::import(disks, opts, mem) {
@@ -1466,6 +1467,7 @@ impl Sim {
                     config: self.cfg,
                     skip_refused: true,
                     force: false,
+                    rewind: false,
                 };
                 self.stats.imports += 1;
                 match CampPool::import(disks, opts, mem) {

@@ -66,6 +66,7 @@ fn import_retries_transient_errors() {
         config: cfg,
         skip_refused: true,
         force: false,
+        rewind: false,
     };
     let (_pool, report) = FPool::import(members.into_iter().flatten().chain(spares), opts, mem)
         .unwrap_or_else(|e| panic!("import: {e}"));
@@ -110,6 +111,7 @@ fn recreated_lun_reads_back_after_import() {
         config: cfg,
         skip_refused: false,
         force: false,
+        rewind: false,
     };
     let (mut pool, _) = MemPool::import(disks, opts, mem).unwrap();
     let c = pool.lun_by_name("c").expect("LUN c after import");

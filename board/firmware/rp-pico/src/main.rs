@@ -370,6 +370,7 @@ fn import(disks: Disks, arena: &'static mut [u8]) -> Result<(FwPool, ImportRepor
         config: pico::pool_config(),
         skip_refused: true,
         force: false,
+        rewind: false,
     };
     FwPool::import(disks, opts, arena)
 }

@@ -85,7 +85,9 @@ pub fn open<M: Members>(
 /// (more faults than the level tolerates: their blocks read as errors until rewritten).
 pub fn report_import<M: Members>(dp: &mut PoolDir<M>, con: Console) {
     let r = dp.import.clone();
-    if r.items_replayed > 0 || r.zil_records > 0 || r.resynced_stripes > 0 {
+    if r.log_cut_at.is_none()
+        && (r.items_replayed > 0 || r.zil_records > 0 || r.resynced_stripes > 0)
+    {
         let m = format!(
             "the pool was not shut down cleanly: import replayed {} log item(s) written after \
              checkpoint {} and {} intent-log record(s), and resynced {} stripe(s) the crash had \
@@ -94,6 +96,27 @@ pub fn report_import<M: Members>(dp: &mut PoolDir<M>, con: Console) {
         );
         con.note(&m);
         dp.note_event(Severity::Warn, m);
+    }
+    if !r.forced.is_empty() {
+        let slots: Vec<String> = r.forced.iter().map(u8::to_string).collect();
+        let m = format!(
+            "forced import: took the failed member(s) of slot(s) {} back to assemble the pool; \
+             what they missed reads as errors (never as other data) until rewritten, and a scrub \
+             has started to repair what redundancy can",
+            slots.join(", ")
+        );
+        con.warn(&m);
+        dp.note_event(Severity::Warn, m);
+    }
+    if let Some(at) = r.log_cut_at {
+        let m = format!(
+            "rewind: the log was unreadable at address {at}, before the last flush's end, and \
+             was cut there (import started from checkpoint {}): the writes acknowledged after \
+             it are lost, and the blocks they wrote read their older contents",
+            r.root_gen
+        );
+        con.warn(&m);
+        dp.note_event(Severity::Error, m);
     }
     if r.items_lost > 0 {
         let m = format!(

@@ -23,6 +23,7 @@ pub mod common;
 pub mod console;
 pub mod create;
 pub mod fail;
+pub mod import;
 pub mod lun;
 pub mod replace;
 pub mod scrub;
@@ -58,6 +59,9 @@ pub enum Command {
     Status(status::StatusArgs),
     /// Export the pool's LUNs over NBD.
     Serve(serve::ServeArgs),
+    /// Open a stopped pool and close it again, saying what import did; `--force` brings back
+    /// a pool with more members failed than it tolerates (as `mdadm --assemble --force`).
+    Import(import::ImportArgs),
     /// Fail a member disk by hand (a hot spare takes over if there is one).
     Fail(fail::FailArgs),
     /// Put a blank image into a failed member slot and rebuild onto it.
@@ -141,6 +145,7 @@ pub fn run(cmd: Command, con: Console) -> Result<(), Failure> {
         Command::Create(a) => create::run::<FileMembers>(&a, files, con),
         Command::Status(a) => status::run::<FileMembers>(&a, &files, con),
         Command::Serve(a) => serve::run(&a, |sync_on_flush| FileMembers { sync_on_flush }, con),
+        Command::Import(a) => import::run::<FileMembers>(&a, files, con),
         Command::Fail(a) => fail::run::<FileMembers>(&a, files, con),
         Command::Replace(a) => replace::run::<FileMembers>(&a, files, con),
         Command::Scrub(a) => scrub::run::<FileMembers>(&a, files, con),

@@ -84,6 +84,13 @@ pub fn failed_member_note(slot: usize) -> String {
     format!("failed member of slot {slot}")
 }
 
+/// Whether `note` is a [`failed_member_note`] (of any slot).
+#[must_use]
+pub fn is_failed_member_note(note: &str) -> bool {
+    note.strip_prefix("failed member of slot ")
+        .is_some_and(|n| n.parse::<usize>().is_ok())
+}
+
 /// The number of the image of the member that failed in slot `slot` (left out, still in the
 /// directory), if any.
 #[must_use]

@@ -29,6 +29,8 @@ pub struct Look {
     pub status: DirStatus,
     /// Why the pool could not be opened even read-only.
     pub error: Option<DirError>,
+    /// Slots a forced look took failed members back into (see [`look_with`]).
+    pub forced: Vec<usize>,
 }
 
 /// Holds a shared lock on the pool's lock file (if it has one) while the look lasts, so that a
@@ -55,6 +57,15 @@ fn shared_lock(dir: &Path) -> Result<Option<fs::File>, DirError> {
 /// holds a superblock. A pool whose checkpoint cannot be read is not an error here: see
 /// [`Look::error`].
 pub fn look(dir: &Path) -> Result<Look, DirError> {
+    look_with(dir, false)
+}
+
+/// [`look`]; with `force`, the members are assembled as a forced import would
+/// ([`raidcore::pool::ImportOptions::force`]: failed members taken back while more are
+/// missing than the level tolerates), still writing nothing.
+///
+/// Errors: as [`look`].
+pub fn look_with(dir: &Path, force: bool) -> Result<Look, DirError> {
     let meta = read_meta(dir).map_err(|e| missing_meta(dir, e, true))?;
     let lock = shared_lock(dir)?;
     let bs = meta.block_size()?;
@@ -80,7 +91,9 @@ pub fn look(dir: &Path) -> Result<Look, DirError> {
     let opts = ImportOptions {
         config: cfg,
         skip_refused: true,
-        force: false,
+        force,
+        // A look replays no log, so it has nothing to cut.
+        rewind: false,
     };
     let look = match HostPool::<FileDisk>::peek(files, opts, mem) {
         Ok((mut peek, report)) => {
@@ -104,14 +117,16 @@ pub fn look(dir: &Path) -> Result<Look, DirError> {
             Look {
                 status: finish(st, &records),
                 error: None,
+                forced: report.forced.iter().map(|&s| usize::from(s)).collect(),
             }
         }
         Err(e) => {
-            let error = import_error(e, &images);
+            let error = import_error(e, &images, force);
             let st = label_status(dir, &meta, &images, newest.as_ref(), &error);
             Look {
                 status: finish(st, &records),
                 error: Some(error),
+                forced: Vec::new(),
             }
         }
     };

@@ -7,6 +7,7 @@ use std::path::Path;
 use raidcore::pool::{ImportOptions, ImportReport, OpenError, PoolConfig};
 
 use super::classify::{classify, newest_config, scan};
+use super::images::is_failed_member_note;
 use super::layout::{LOCK_FILE, REPLACED_DIR, list_images, read_meta};
 use super::lock::lock_dir;
 use super::{DirError, HostPool, ImageInfo, Members, PoolDir};
@@ -23,6 +24,24 @@ impl<M: Members> PoolDir<M> {
         dir: &Path,
         config: PoolConfig,
         members: impl Into<M>,
+    ) -> Result<PoolDir<M>, DirError> {
+        Self::open_with(dir, config, members, false, false)
+    }
+
+    /// [`PoolDir::open`]; with `force`, a forced import ([`ImportOptions::force`], as `mdadm
+    /// --assemble --force`): when more members are missing than the level tolerates, failed
+    /// members whose images are here and whose slots never went to another disk are taken
+    /// back (the report's `forced` names them); with `rewind` ([`ImportOptions::rewind`], as
+    /// `zpool import -F`), a log unreadable before the last flush's end is cut there
+    /// (`log_cut_at`) instead of refused, the writes after it lost.
+    ///
+    /// Errors: as [`PoolDir::open`].
+    pub fn open_with(
+        dir: &Path,
+        config: PoolConfig,
+        members: impl Into<M>,
+        force: bool,
+        rewind: bool,
     ) -> Result<PoolDir<M>, DirError> {
         let mut members = members.into();
         // The description shows `dir` is a pool directory before a lock file is made in it;
@@ -61,10 +80,11 @@ impl<M: Members> PoolDir<M> {
         let opts = ImportOptions {
             config: cfg,
             skip_refused: true,
-            force: false,
+            force,
+            rewind,
         };
-        let (pool, import) =
-            HostPool::import(disks_in_order, opts, mem).map_err(|e| import_error(e, &images))?;
+        let (pool, import) = HostPool::import(disks_in_order, opts, mem)
+            .map_err(|e| import_error(e, &images, force))?;
         leave_out_wrong_sizes(&mut images, &import, &order);
         let (records, watch) = Self::start_records(dir, &pool);
         Ok(PoolDir {
@@ -105,16 +125,26 @@ pub(crate) fn missing_meta(dir: &Path, e: DirError, probe_lock: bool) -> DirErro
 }
 
 /// An import failure; for too many missing members, it names the images left out and why
-/// (each may be a member the import counted as missing).
-pub(crate) fn import_error(e: OpenError, images: &[ImageInfo]) -> DirError {
+/// (each may be a member the import counted as missing), and, unless the import was already
+/// `forced`, names the forced import when a failed member's image is among them.
+pub(crate) fn import_error(e: OpenError, images: &[ImageInfo], forced: bool) -> DirError {
     match e {
         OpenError::TooManyMissing { .. } if images.iter().any(|i| i.note.is_some()) => {
             let left_out: Vec<String> = images
                 .iter()
                 .filter_map(|i| Some(format!("{} ({})", i.file, i.note.as_deref()?)))
                 .collect();
+            let failed = images
+                .iter()
+                .any(|i| i.note.as_deref().is_some_and(is_failed_member_note));
+            let hint = if failed && !forced {
+                "; `raidcore import --force` takes failed members back (what they missed \
+                 reads as errors, never as other data; `--read-only` shows the result first)"
+            } else {
+                ""
+            };
             DirError::Invalid(format!(
-                "opening the pool: {e}; left out: {}",
+                "opening the pool: {e}; left out: {}{hint}",
                 left_out.join(", ")
             ))
         }

@@ -1,0 +1,102 @@
+//! `import`: opens a stopped pool, says what import did, and closes it again, so a pool that
+//! needs a forced import can be brought back (as `mdadm --assemble --force` or `zpool import
+//! -F`) and then served as usual; `--read-only` shows what an import would assemble and
+//! writes nothing (from the last checkpoint: whether the log needs `--rewind` shows only at
+//! the import itself, which then fails naming it).
+
+use std::path::PathBuf;
+
+use clap::Args;
+use raidcore::error::IoError;
+use raidcore::pool::{OpenError, PoolConfig};
+
+use super::common::{dir_failure, fail_json, present, report_import};
+use super::console::{Console, Failure};
+use crate::control::Reply;
+use crate::dir::look::look_with;
+use crate::dir::{DirError, Members, PoolDir};
+use crate::ops;
+
+/// Options of `import`.
+#[derive(Debug, Args)]
+#[allow(clippy::struct_excessive_bools)] // command-line switches
+pub struct ImportArgs {
+    /// The pool directory.
+    #[arg(long)]
+    pub dir: PathBuf,
+    /// When more members are missing than the level tolerates, take back failed members whose
+    /// images are in the directory and whose slots never went to another disk (newest label
+    /// first). What those members missed reads as errors, never as other data; a scrub starts.
+    /// The next open needs no force.
+    #[arg(long)]
+    pub force: bool,
+    /// Rewind (as `zpool import -F`): cut a log that is unreadable before the last flush's end
+    /// there instead of refusing the pool. The writes after the cut are lost, and the blocks
+    /// they wrote read their OLDER contents, not errors. Only when no pool at all is worse.
+    #[arg(long)]
+    pub rewind: bool,
+    /// Write nothing: show the pool as the import would assemble it, as its last checkpoint
+    /// records it (writes since are not replayed).
+    #[arg(long)]
+    pub read_only: bool,
+    /// Print the status as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs `import` (see the module docs); the exit status tells the pool's health afterwards.
+pub fn run<M: Members>(a: &ImportArgs, members: impl Into<M>, con: Console) -> Result<(), Failure> {
+    if a.read_only {
+        return read_only(a, con);
+    }
+    let opened = PoolDir::<M>::open_with(&a.dir, PoolConfig::default(), members, a.force, a.rewind);
+    let mut dp = opened.map_err(|e| fail_json(open_failure(&e, a), a.json, con))?;
+    report_import(&mut dp, con);
+    let mut reply = Reply::done();
+    reply.status = Some(dp.status());
+    if let Err(e) = dp.close() {
+        reply.ok = false;
+        reply.error = ops::error_reply(&e).error;
+    }
+    present(&reply, a.json, con)
+}
+
+/// The failure of import `a`; a log unreadable before the last flush's end names the same
+/// command with `--rewind`.
+fn open_failure(e: &DirError, a: &ImportArgs) -> Failure {
+    let f = dir_failure(e);
+    match (f, e) {
+        (Failure::Error(m), DirError::Open(OpenError::Io(IoError::LogLost { .. })))
+            if !a.rewind =>
+        {
+            let force = if a.force { " --force" } else { "" };
+            Failure::Error(format!(
+                "{m}; `raidcore import --dir {}{force} --rewind` cuts the log there and opens \
+                 the pool, losing the writes after it (their blocks then read their older \
+                 contents)",
+                a.dir.display()
+            ))
+        }
+        (f, _) => f,
+    }
+}
+
+/// `import --read-only`: the status of the members as the import would assemble them.
+fn read_only(a: &ImportArgs, con: Console) -> Result<(), Failure> {
+    let l = look_with(&a.dir, a.force).map_err(|e| fail_json(dir_failure(&e), a.json, con))?;
+    if !l.forced.is_empty() {
+        let slots: Vec<String> = l.forced.iter().map(usize::to_string).collect();
+        con.note(&format!(
+            "read-only: a forced import would take the failed member(s) of slot(s) {} back; \
+             nothing was written (run without --read-only to import)",
+            slots.join(", ")
+        ));
+    }
+    let mut reply = Reply::done();
+    reply.status = Some(l.status);
+    if let Some(e) = l.error {
+        reply.ok = false;
+        reply.error = ops::error_reply(&e).error;
+    }
+    present(&reply, a.json, con)
+}
