@@ -95,7 +95,7 @@ pub fn report_import<M: Members>(dp: &mut PoolDir<M>, con: Console) {
             r.items_replayed, r.root_gen, r.zil_records, r.resynced_stripes
         );
         con.note(&m);
-        dp.note_event(Severity::Warn, m);
+        dp.record_event(Severity::Warn, m);
     }
     if !r.forced.is_empty() {
         let slots: Vec<String> = r.forced.iter().map(u8::to_string).collect();
@@ -106,7 +106,7 @@ pub fn report_import<M: Members>(dp: &mut PoolDir<M>, con: Console) {
             slots.join(", ")
         );
         con.warn(&m);
-        dp.note_event(Severity::Warn, m);
+        dp.record_event(Severity::Warn, m);
     }
     if let Some(at) = r.log_cut_at {
         let m = format!(
@@ -116,7 +116,7 @@ pub fn report_import<M: Members>(dp: &mut PoolDir<M>, con: Console) {
             r.root_gen
         );
         con.warn(&m);
-        dp.note_event(Severity::Error, m);
+        dp.record_event(Severity::Error, m);
     }
     if r.items_lost > 0 {
         let m = format!(
@@ -125,7 +125,7 @@ pub fn report_import<M: Members>(dp: &mut PoolDir<M>, con: Console) {
             r.items_lost
         );
         con.warn(&m);
-        dp.note_event(Severity::Error, m);
+        dp.record_event(Severity::Error, m);
     }
 }
 

@@ -174,6 +174,12 @@ impl<M: Members> PoolDir<M> {
         self.watch.pending.push(r);
     }
 
+    /// [`PoolDir::note_event`] without the log line, for a message the caller has just
+    /// shown the operator itself.
+    pub fn record_event(&mut self, severity: Severity, message: impl Into<String>) {
+        self.watch.pending.push(EventRecord::now(severity, message));
+    }
+
     /// Looks at what the pool did since the last look (see the module docs) and appends the
     /// new event lines to the event log. Never fails: a log that cannot be written is said
     /// once and kept in memory until it can.
