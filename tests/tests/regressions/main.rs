@@ -66,6 +66,10 @@ regressions! {
     flushed_write_lost_seed_73,
     flushed_write_lost_seed_82,
     import_transient_seed_67,
+    #[ignore = "known failing: import failed: import after a power cut failed within tolerance: log unreadable at address 2176, before the last flush's end: more faults than the level tolerates; acknowledged writes after it are lost"]
+    latent_error_log_header_seed_7201436,
+    #[ignore = "known failing: import failed: import after a power cut failed within tolerance: metadata damaged: checksum mismatch"]
+    latent_error_metadata_seed_7100252,
     log_stuck_seed_728,
     log_window_full_seed_9915,
     log_wrap_end_seed_7103456,
