@@ -33,7 +33,8 @@ pub struct ImportArgs {
     /// Rewind (as `zpool import -F`): cut a log that is unreadable before the last flush's end
     /// there instead of refusing the pool. The writes after the cut are lost, and the blocks
     /// they wrote read their OLDER contents, not errors. Only when no pool at all is worse.
-    #[arg(long)]
+    /// (A read-only look replays no log, so it has nothing to rewind.)
+    #[arg(long, conflicts_with = "read_only")]
     pub rewind: bool,
     /// Write nothing: show the pool as the import would assemble it, as its last checkpoint
     /// records it (writes since are not replayed).
