@@ -100,8 +100,10 @@
 #define RAIDCORE_IMPORT_FORCE 1
 
 // `raidcore_pool_import_with` flag: a rewind (as `zpool import -F`): a log unreadable before
-// the last flush's end is cut there instead of refused; the writes after it are lost and the
-// blocks they wrote read their older contents.
+// the last flush's end is cut there instead of refused, and a forced import whose members in
+// sync are all missing (`RAIDCORE_E_CORRUPT` without it) opens as the members taken back
+// left it; the writes after that are lost and the blocks they wrote read their older
+// contents.
 #define RAIDCORE_IMPORT_REWIND 2
 
 // `raidcore_config.level`: striping, no redundancy.

@@ -105,8 +105,10 @@ pub const RAIDCORE_DISK_FAILED: i32 = -4;
 /// `RAIDCORE_E_LOST`, never as other data.
 pub const RAIDCORE_IMPORT_FORCE: u32 = 1;
 /// `raidcore_pool_import_with` flag: a rewind (as `zpool import -F`): a log unreadable before
-/// the last flush's end is cut there instead of refused; the writes after it are lost and the
-/// blocks they wrote read their older contents.
+/// the last flush's end is cut there instead of refused, and a forced import whose members in
+/// sync are all missing (`RAIDCORE_E_CORRUPT` without it) opens as the members taken back
+/// left it; the writes after that are lost and the blocks they wrote read their older
+/// contents.
 pub const RAIDCORE_IMPORT_REWIND: u32 = 2;
 
 /// `raidcore_config.level`: striping, no redundancy.
@@ -416,7 +418,7 @@ fn open_code(e: OpenError) -> i32 {
         OpenError::Geometry(_) | OpenError::Config(_) | OpenError::Disks => RAIDCORE_E_INVALID,
         OpenError::Memory { .. } => RAIDCORE_E_MEMORY,
         OpenError::TooManyMissing { .. } => RAIDCORE_E_TOO_MANY_MISSING,
-        OpenError::NoValidRoot => RAIDCORE_E_CORRUPT,
+        OpenError::NoValidRoot | OpenError::RewindNeeded => RAIDCORE_E_CORRUPT,
         OpenError::Io(e) => io_code(e),
         _ => RAIDCORE_E_NO_POOL,
     }

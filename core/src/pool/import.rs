@@ -140,6 +140,19 @@ fn out_of_sync<D>(newest: &Superblock, slots: &[Option<D>], forced: &[u8]) -> us
         .count()
 }
 
+/// Whether some member the newest configuration records in sync is present and was not
+/// taken back by a forced import.
+fn any_in_sync<D>(newest: &Superblock, slots: &[Option<D>], forced: &[u8]) -> bool {
+    newest
+        .members
+        .iter()
+        .zip(slots)
+        .enumerate()
+        .any(|(i, (m, d))| {
+            d.is_some() && m.state == DiskState::Online && !forced.contains(&(i as u8))
+        })
+}
+
 /// A forced import's step (see [`ImportOptions::force`]): while more members are out of sync
 /// than the level tolerates, the candidate with the newest label goes back into its slot.
 /// Candidates left over are refused as stale.
@@ -309,6 +322,12 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             return Err(OpenError::TooManyMissing {
                 missing: missing as u8,
             });
+        }
+        if !a.forced.is_empty() && !any_in_sync(&newest, &a.slots, &a.forced) {
+            if !opts.rewind {
+                return Err(OpenError::RewindNeeded);
+            }
+            report.rewound = true;
         }
         let needed = Self::layout(&cfg, geo.disks()).total();
         if mem.as_mut().len() < needed {

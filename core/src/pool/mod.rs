@@ -171,6 +171,11 @@ pub enum OpenError {
         /// Members missing or failed.
         missing: u8,
     },
+    /// A forced import would assemble only members taken back: every member in sync at the
+    /// newest configuration is missing, so what the pool holds is what it held when those
+    /// members left, older than what it last served. Only a rewind
+    /// ([`ImportOptions::rewind`]) opens it so.
+    RewindNeeded,
     /// No checkpoint root whose tables read back intact.
     NoValidRoot,
     /// I/O during creation or recovery failed.
@@ -216,6 +221,10 @@ impl core::fmt::Display for OpenError {
                     "{missing} member{s} missing or failed: more than the level tolerates"
                 )
             }
+            OpenError::RewindNeeded => f.write_str(
+                "every member in sync is missing: the members taken back hold the pool as it \
+                 was when they left, older than what it last served (a rewind)",
+            ),
             OpenError::NoValidRoot => f.write_str("no intact checkpoint root found"),
             OpenError::Io(e) => write!(f, "{e}"),
         }
@@ -327,10 +336,14 @@ pub struct ImportOptions {
     /// (or none is left). They rejoin in sync with what they hold: a strip they missed makes
     /// its extent fail its checksum and read as an error, never as other data; a scrub
     /// starts at once to find and repair what the rest can. Off by default; an import that
-    /// needs no forcing is not changed by it.
+    /// needs no forcing is not changed by it. When every member in sync is missing (only
+    /// members taken back would serve), the pool would be served as it was when they left:
+    /// that is [`OpenError::RewindNeeded`] unless `rewind` is set too.
     pub force: bool,
     /// A rewind (as `zpool import -F`): a log unreadable before the last flush's end is cut
-    /// there ([`ImportReport::log_cut_at`]) instead of refused with [`IoError::LogLost`].
+    /// there ([`ImportReport::log_cut_at`]) instead of refused with [`IoError::LogLost`], and a
+    /// forced import of members taken back alone is opened ([`OpenError::RewindNeeded`],
+    /// [`ImportReport::rewound`]).
     /// The writes after the cut are lost, and the blocks they wrote read their **older**
     /// contents (what the map held at the cut), not errors: the log that named them is the
     /// part that cannot be read. Only for an operator who chose that over no pool at all.
@@ -364,6 +377,10 @@ pub struct ImportReport {
     /// acknowledged after it are lost, their blocks reading their older contents (an import
     /// without rewind refuses with [`IoError::LogLost`] instead).
     pub log_cut_at: Option<u64>,
+    /// A rewind opened a forced import of members taken back alone (see
+    /// [`OpenError::RewindNeeded`]): the pool is served as they left it, every write made
+    /// after that lost and its blocks reading their older contents.
+    pub rewound: bool,
 }
 
 /// A LUN's identity and space use.

@@ -700,6 +700,39 @@ fn reimport_with(p: TestPool, c: PoolConfig) -> (TestPool, ImportReport) {
     TestPool::import(all, opts, mem).unwrap()
 }
 
+/// RAID-1: member 0 failed by hand, the pool wrote on member 1 alone, then member 1 died.
+/// Member 0 holds the pool only as it was when it left, so forcing it back is a rewind:
+/// refused without `rewind`, and with it served as member 0 left it, said in the report.
+#[test]
+fn a_forced_import_of_members_taken_back_alone_is_a_rewind() {
+    let c = PoolConfig {
+        level: Level::Raid1,
+        ..cfg()
+    };
+    let mut p = new_pool(c, 2, 40_000);
+    let lun = p.create_lun("a", 64).unwrap();
+    let data: Vec<u8> = (0..16).flat_map(block).collect();
+    p.write(lun, 0, &data, false).unwrap();
+    p.checkpoint().unwrap();
+    p.fail_disk(0).unwrap();
+    let left = p.array.take(0).unwrap();
+    let later: Vec<u8> = (0..16).flat_map(|i| block(i + 9)).collect();
+    p.write(lun, 0, &later, false).unwrap();
+    p.checkpoint().unwrap();
+    let (_, _, mem) = p.into_parts();
+    let opts = |rewind| ImportOptions {
+        config: c,
+        skip_refused: true,
+        force: true,
+        rewind,
+    };
+    let refused = TestPool::import([left.clone()], opts(false), vec![0u8; mem.len()]);
+    assert_eq!(refused.err(), Some(OpenError::RewindNeeded));
+    let (mut p, rep) = TestPool::import([left], opts(true), mem).unwrap();
+    assert!(rep.rewound && rep.forced.as_slice() == [0], "{rep:?}");
+    assert_blocks(&mut p, lun, 0, 16, 0, "as member 0 left it");
+}
+
 /// RAID-5: member 1 failed by hand and left, the pool wrote on, then member 2 died. Without
 /// force the import is refused, and forced without a rewind too (the log past the older
 /// checkpoint is unreadable); forced and rewound, member 1 is taken back in sync: everything

@@ -520,7 +520,8 @@ fn a_forced_import_takes_a_member_back_and_a_rewind_is_asked_for_and_said() {
     let o = raidcore(&["import", "--dir", d, "--force"]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success(), "{err}");
-    let want = format!("`raidcore import --dir {d} --force --rewind` cuts the log there");
+    let want =
+        format!("`raidcore import --dir {d} --force --rewind` opens the pool as it was then");
     assert!(err.contains(&want), "{err}");
 
     let o = raidcore(&["import", "--dir", d, "--force", "--rewind", "--json"]);

@@ -97,7 +97,7 @@ pub fn report_import<M: Members>(dp: &mut PoolDir<M>, con: Console) {
         con.note(&m);
         dp.record_event(Severity::Warn, m);
     }
-    if !r.forced.is_empty() {
+    if !r.forced.is_empty() && !r.rewound {
         let slots: Vec<String> = r.forced.iter().map(u8::to_string).collect();
         let m = format!(
             "forced import: took the failed member(s) of slot(s) {} back to assemble the pool; \
@@ -107,6 +107,17 @@ pub fn report_import<M: Members>(dp: &mut PoolDir<M>, con: Console) {
         );
         con.warn(&m);
         dp.record_event(Severity::Warn, m);
+    }
+    if r.rewound {
+        let slots: Vec<String> = r.forced.iter().map(u8::to_string).collect();
+        let m = format!(
+            "rewind: every member in sync was missing, so the pool is served as the failed \
+             member(s) of slot(s) {} taken back left it: the writes made after that are lost, \
+             and the blocks they wrote read their older contents",
+            slots.join(", ")
+        );
+        con.warn(&m);
+        dp.record_event(Severity::Error, m);
     }
     if let Some(at) = r.log_cut_at {
         let m = format!(

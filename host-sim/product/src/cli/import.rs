@@ -62,18 +62,19 @@ pub fn run<M: Members>(a: &ImportArgs, members: impl Into<M>, con: Console) -> R
     present(&reply, a.json, con)
 }
 
-/// The failure of import `a`; a log unreadable before the last flush's end names the same
-/// command with `--rewind`.
+/// The failure of import `a`; one a rewind would open (a log unreadable before the last
+/// flush's end, members taken back alone) names the same command with `--rewind`.
 fn open_failure(e: &DirError, a: &ImportArgs) -> Failure {
     let f = dir_failure(e);
     match (f, e) {
-        (Failure::Error(m), DirError::Open(OpenError::Io(IoError::LogLost { .. })))
-            if !a.rewind =>
-        {
+        (
+            Failure::Error(m),
+            DirError::Open(OpenError::Io(IoError::LogLost { .. }) | OpenError::RewindNeeded),
+        ) if !a.rewind => {
             let force = if a.force { " --force" } else { "" };
             Failure::Error(format!(
-                "{m}; `raidcore import --dir {}{force} --rewind` cuts the log there and opens \
-                 the pool, losing the writes after it (their blocks then read their older \
+                "{m}; `raidcore import --dir {}{force} --rewind` opens the pool as it was then, \
+                 losing the writes made since (their blocks then read their older \
                  contents)",
                 a.dir.display()
             ))
