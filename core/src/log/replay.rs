@@ -145,7 +145,7 @@ impl<'r> LogScan<'r> {
         while !self.done {
             // Equality, not order: the reserved segments need not ascend (the log may wrap to a
             // segment at a lower address), and the second pass walks the first one's path.
-            if self.stop == Some((self.res_idx, self.cursor)) {
+            if self.at_stop() {
                 break;
             }
             let Some(&seg) = self.reserved.get(self.res_idx) else {
@@ -162,6 +162,11 @@ impl<'r> LogScan<'r> {
         }
         self.done = true;
         Ok(None)
+    }
+
+    /// Whether the scan is at `stop` (the first pass's end).
+    fn at_stop(&self) -> bool {
+        self.stop == Some((self.res_idx, self.cursor))
     }
 
     /// Moves to the next reserved segment; false when there is none.
@@ -183,7 +188,7 @@ impl<'r> LogScan<'r> {
             finish_stripe(io, &mut asm)?;
             asm.stripe = self.cursor;
             self.asm = Some(asm);
-        } else if self.stop != Some((self.res_idx, self.cursor)) {
+        } else if !self.at_stop() {
             // Its first item is the one expected next. Not for the segment the first pass
             // ended at the start of: no item of this use is in it, and the reopened log's
             // sequence numbers jump past those of items the crash cut off.

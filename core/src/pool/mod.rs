@@ -343,10 +343,10 @@ pub struct ImportOptions {
     /// A rewind (as `zpool import -F`): a log unreadable before the last flush's end is cut
     /// there ([`ImportReport::log_cut_at`]) instead of refused with [`IoError::LogLost`], and a
     /// forced import of members taken back alone is opened ([`OpenError::RewindNeeded`],
-    /// [`ImportReport::rewound`]).
-    /// The writes after the cut are lost, and the blocks they wrote read their **older**
-    /// contents (what the map held at the cut), not errors: the log that named them is the
-    /// part that cannot be read. Only for an operator who chose that over no pool at all.
+    /// [`ImportReport::rewound`]). The writes after the cut are lost, and the blocks they
+    /// wrote read their **older** contents (what the map held at the cut), not errors: the
+    /// log that named them is the part that cannot be read. Only for an operator who chose
+    /// that over no pool at all.
     pub rewind: bool,
 }
 

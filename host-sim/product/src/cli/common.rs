@@ -81,8 +81,10 @@ pub fn open<M: Members>(
 }
 
 /// Tells the operator what import did after an unclean shutdown (log items replayed, intent
-/// log records, stripes resynced), and when it kept log items no redundancy could rebuild
-/// (more faults than the level tolerates: their blocks read as errors until rewritten).
+/// log records, stripes resynced), when it kept log items no redundancy could rebuild (more
+/// faults than the level tolerates: their blocks read as errors until rewritten), and what a
+/// forced import or a rewind did (members taken back, the pool served as they left it, the
+/// log cut).
 pub fn report_import<M: Members>(dp: &mut PoolDir<M>, con: Console) {
     let r = dp.import.clone();
     if r.log_cut_at.is_none()
@@ -97,27 +99,24 @@ pub fn report_import<M: Members>(dp: &mut PoolDir<M>, con: Console) {
         con.note(&m);
         dp.record_event(Severity::Warn, m);
     }
-    if !r.forced.is_empty() && !r.rewound {
-        let slots: Vec<String> = r.forced.iter().map(u8::to_string).collect();
-        let m = format!(
-            "forced import: took the failed member(s) of slot(s) {} back to assemble the pool; \
-             what they missed reads as errors (never as other data) until rewritten, and a scrub \
-             has started to repair what redundancy can",
-            slots.join(", ")
-        );
-        con.warn(&m);
-        dp.record_event(Severity::Warn, m);
-    }
+    let slots: Vec<String> = r.forced.iter().map(u8::to_string).collect();
+    let slots = slots.join(", ");
     if r.rewound {
-        let slots: Vec<String> = r.forced.iter().map(u8::to_string).collect();
         let m = format!(
             "rewind: every member in sync was missing, so the pool is served as the failed \
-             member(s) of slot(s) {} taken back left it: the writes made after that are lost, \
-             and the blocks they wrote read their older contents",
-            slots.join(", ")
+             member(s) of slot(s) {slots} taken back left it: the writes made after that are \
+             lost, and the blocks they wrote read their older contents"
         );
         con.warn(&m);
         dp.record_event(Severity::Error, m);
+    } else if !r.forced.is_empty() {
+        let m = format!(
+            "forced import: took the failed member(s) of slot(s) {slots} back to assemble the \
+             pool; what they missed reads as errors (never as other data) until rewritten, and \
+             a scrub has started to repair what redundancy can"
+        );
+        con.warn(&m);
+        dp.record_event(Severity::Warn, m);
     }
     if let Some(at) = r.log_cut_at {
         let m = format!(

@@ -78,16 +78,19 @@ impl ImageInfo {
     }
 }
 
+/// What [`failed_member_note`] puts before the slot number.
+const FAILED_MEMBER_NOTE: &str = "failed member of slot ";
+
 /// The note of the image of a member that failed in slot `slot`.
 #[must_use]
 pub fn failed_member_note(slot: usize) -> String {
-    format!("failed member of slot {slot}")
+    format!("{FAILED_MEMBER_NOTE}{slot}")
 }
 
 /// Whether `note` is a [`failed_member_note`] (of any slot).
 #[must_use]
 pub fn is_failed_member_note(note: &str) -> bool {
-    note.strip_prefix("failed member of slot ")
+    note.strip_prefix(FAILED_MEMBER_NOTE)
         .is_some_and(|n| n.parse::<usize>().is_ok())
 }
 

@@ -33,7 +33,8 @@ impl<M: Members> PoolDir<M> {
     /// members whose images are here and whose slots never went to another disk are taken
     /// back (the report's `forced` names them); with `rewind` ([`ImportOptions::rewind`], as
     /// `zpool import -F`), a log unreadable before the last flush's end is cut there
-    /// (`log_cut_at`) instead of refused, the writes after it lost.
+    /// (`log_cut_at`) instead of refused, and members taken back alone are served as they
+    /// left (`rewound`): the writes after that are lost.
     ///
     /// Errors: as [`PoolDir::open`].
     pub fn open_with(
