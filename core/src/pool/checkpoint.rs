@@ -278,14 +278,48 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
     /// The root in member `d`'s slot at `lba`, if it decodes, names this pool and fits its
     /// geometry ([`Root::fits`]).
     fn read_root(&mut self, d: usize, lba: u64) -> Option<Root> {
+        self.read_slot(d, lba).ok()?;
+        self.slot_root()
+    }
+
+    /// What member `d`'s ring slot for root generation `generation` holds; `Err` when it
+    /// cannot be read (a bad sector, not a missed checkpoint).
+    pub(crate) fn root_slot_on(&mut self, d: usize, generation: u64) -> Result<RootSlot, IoError> {
+        let lba = self.root_lba((generation % u64::from(ROOT_SLOTS)) as u32);
+        self.read_slot(d, lba)?;
+        if let Some(r) = self.slot_root() {
+            return Ok(RootSlot::Root {
+                root_gen: r.root_gen,
+                config_gen: r.config_gen,
+            });
+        }
+        let (_, meta) = self.io_and_meta()?;
+        let blank = meta
+            .get(..SLOT_BYTES)
+            .is_some_and(|b| b.iter().all(|&x| x == 0));
+        Ok(if blank {
+            RootSlot::Blank
+        } else {
+            RootSlot::Other
+        })
+    }
+
+    /// Reads member `d`'s slot at `lba` into the metadata buffer.
+    fn read_slot(&mut self, d: usize, lba: u64) -> Result<(), IoError> {
+        let (io, meta) = self.io_and_meta()?;
+        let slot = meta.get_mut(..SLOT_BYTES).ok_or(bug!(IoError))?;
+        io.array.disk_read(d, lba, slot).map_err(IoError::Device)
+    }
+
+    /// The root [`Self::read_slot`] read, if it decodes, names this pool and fits its
+    /// geometry ([`Root::fits`]).
+    fn slot_root(&mut self) -> Option<Root> {
         let uuid = self.members.conf.pool_uuid;
         let layout = self.members.conf.layout;
         let geo = self.members.conf.geometry;
         let sdb = geo.stripe_data_bytes() as u64;
-        let (io, meta) = self.io_and_meta().ok()?;
-        let slot = meta.get_mut(..SLOT_BYTES)?;
-        io.array.disk_read(d, lba, slot).ok()?;
-        Root::decode(slot)
+        let (_, meta) = self.io_and_meta().ok()?;
+        Root::decode(meta.get(..SLOT_BYTES)?)
             .ok()
             .filter(|r| r.pool_uuid == uuid && r.fits(&layout, geo.stripes(), geo.disks(), sdb))
     }
@@ -315,6 +349,18 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         self.ckpt.table_ptrs = [root.luns, root.segments, root.bad];
         Ok(())
     }
+}
+
+/// What a slot of a member's root ring holds.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum RootSlot {
+    /// A root of this pool: its generation and the configuration generation it was written
+    /// with.
+    Root { root_gen: u64, config_gen: u64 },
+    /// Zeros: never written.
+    Blank,
+    /// Anything else (another pool's root, a torn or rotten write).
+    Other,
 }
 
 /// Keeps the eight newest roots seen.

@@ -11,15 +11,21 @@
 use heapless::Vec;
 use raidcore_hal::BlockDevice;
 
+use super::checkpoint::RootSlot;
 use super::membership::{Config, Spare};
+use super::rebuild::Since;
 use super::{ImportOptions, ImportReport, OpenError, Pool, read_superblock};
 use crate::error::IoError;
 use crate::format::{
-    self, ITEM_ALIGN, ItemHeader, ItemKind, LogCursor, MapEntry, Root, Superblock,
+    self, ITEM_ALIGN, ItemHeader, ItemKind, LogCursor, MapEntry, Root, SegState, Superblock,
 };
 use crate::log::Pass;
 use crate::log::replay::{LogEnd, LogScan, Replay};
 use crate::raid::{Array, DiskState};
+
+/// A member whose checkpoint roots are behind the pool's: `(slot, newest root generation it
+/// holds, what it holds since)`.
+type Behind = (u8, u64, Option<Since>);
 
 /// A disk given to import and what its superblock said.
 type Found<D> = (D, Option<Superblock>);
@@ -277,7 +283,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         let (root, skipped) = pool.find_root()?;
         pool.recover(&root, skipped, opts.rewind, &mut report)
             .map_err(OpenError::Io)?;
-        pool.settle_import(report.missing > 0)
+        pool.settle_import(report.missing > 0 || !report.behind.is_empty())
             .map_err(OpenError::Io)?;
         if !report.forced.is_empty() {
             // What the members taken back missed: the scrub repairs it where the rest can.
@@ -389,6 +395,8 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             io.patches = &replay.zil_refs;
             LogScan::new(&mut io, root.log, &root.reserved, true, None).end(&mut io, &replay)?
         };
+        let behind = self.behind_members(root, end.items > 0, &report.forced);
+        self.rejoin_behind(&behind, report);
         self.reopen_log(root, &end)?;
         self.replay_log(root, &replay, &end)?;
         let resynced = self.resync_log_tail(root, &end)?;
@@ -399,6 +407,136 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         report.resynced_stripes = resynced;
         report.zil_records = replay.zil_refs.len() as u32;
         Ok(())
+    }
+
+    /// Members the labels call in sync whose root rings are behind `root`
+    /// ([`ImportReport::behind`]), each with the newest root it holds, most behind first.
+    /// `log_went_on`: pass 1 found items after `root`. Forced slots are left to the scrub.
+    /// None when the membership changed after `root` was written: a disk that joined since
+    /// (a spare rebuilt) holds no root yet, or only one from an earlier time in this pool; and
+    /// only the roots written with the membership as it is count.
+    fn behind_members(&mut self, root: &Root, log_went_on: bool, forced: &[u8]) -> Vec<Behind, 32> {
+        let mut behind: Vec<Behind, 32> = Vec::new();
+        if root.config_gen != self.members.conf.generation {
+            return behind;
+        }
+        let written = self.roots_of_this_membership(root);
+        for d in 0..self.array.geometry().disks() {
+            if !self.in_sync(d) || forced.contains(&(d as u8)) {
+                continue;
+            }
+            if let Some((held, since)) = self.ring_behind(d, root, written, log_went_on) {
+                let _ = behind.push((d as u8, held, since));
+            }
+        }
+        behind.sort_unstable_by_key(|b| b.1);
+        behind
+    }
+
+    /// How many roots up to `root` (at most [`format::ROOT_SLOTS`]) were written with the
+    /// membership as it is now, by the rings of the members: every member got those.
+    fn roots_of_this_membership(&mut self, root: &Root) -> u64 {
+        let generation = self.members.conf.generation;
+        let mut n = 0;
+        while n < u64::from(format::ROOT_SLOTS) && n < root.root_gen {
+            let g = root.root_gen - n;
+            let mut held = None;
+            for d in 0..self.array.geometry().disks() {
+                if held.is_none()
+                    && self.in_sync(d)
+                    && let Ok(RootSlot::Root {
+                        root_gen,
+                        config_gen,
+                    }) = self.root_slot_on(d, g)
+                    && root_gen == g
+                {
+                    held = Some(config_gen);
+                }
+            }
+            if held != Some(generation) {
+                break;
+            }
+            n += 1;
+        }
+        n
+    }
+
+    /// Whether member `d` is present and online.
+    fn in_sync(&self, d: usize) -> bool {
+        self.array
+            .member(d)
+            .is_some_and(|m| m.is_present() && m.state() == DiskState::Online)
+    }
+
+    /// When member `d` missed checkpoints up to `root` (of the last `written`, which every
+    /// member got): the newest root generation it holds
+    /// (0: none) and what it holds since ([`Since`]; none without a root, or when its own
+    /// label names it rebuilding). A slot that cannot be read is a bad sector, and one that
+    /// holds neither a root nor zeros is rot: neither shows a missed checkpoint. One root
+    /// behind is a checkpoint the crash cut short (the roots go to every member before one
+    /// flush) unless the log went on after `root`, which it does only once every member holds
+    /// it.
+    fn ring_behind(
+        &mut self,
+        d: usize,
+        root: &Root,
+        written: u64,
+        log_went_on: bool,
+    ) -> Option<(u64, Option<Since>)> {
+        let newest = self.newest_root_on(d);
+        let have = newest.as_ref().map_or(0, |r| r.root_gen);
+        if have >= root.root_gen {
+            return None;
+        }
+        let lacking = (root.root_gen - have).min(written);
+        // Each slot of a root it lacks must show a checkpoint missed (an older root, or never
+        // written), not be unreadable or rotten; only the newest may be torn.
+        let mut newest_older = false;
+        for k in 0..lacking {
+            let g = root.root_gen - k;
+            let older = match self.root_slot_on(d, g).ok()? {
+                RootSlot::Root { root_gen, .. } => root_gen < g,
+                RootSlot::Blank => true,
+                RootSlot::Other => false,
+            };
+            match (k, older) {
+                (0, o) => newest_older = o,
+                (_, false) => return None,
+                _ => {}
+            }
+        }
+        if lacking <= 1 && !(log_went_on && newest_older) {
+            return None;
+        }
+        // A copy taken while it was rebuilding holds only what that rebuild had written.
+        let was_in_sync = self
+            .array
+            .disk_mut(d)
+            .and_then(|disk| read_superblock(disk).ok())
+            .is_some_and(|sb| sb.members.get(d).map(|m| m.state) == Some(DiskState::Online));
+        Some((have, newest.as_ref().filter(|_| was_in_sync).map(Since::of)))
+    }
+
+    /// Sets the members `behind` rebuilding, as many as the level's tolerance leaves room for
+    /// (the rest stay as they are, their checksums telling what they missed, rather than the
+    /// pool being refused), and resyncs the first for what it missed since its newest root
+    /// (a rebuild already running goes first, and the others are then rebuilt whole).
+    fn rejoin_behind(&mut self, behind: &[Behind], report: &mut ImportReport) {
+        let geo = *self.array.geometry();
+        let out = (0..geo.disks()).filter(|&d| !self.in_sync(d)).count();
+        let room = geo.tolerance().saturating_sub(out);
+        for &(slot, _, since) in behind.iter().take(room) {
+            if self.array.rejoin(usize::from(slot)).is_err() {
+                continue;
+            }
+            let _ = report.behind.push(slot);
+            if self.rebuild.is_none() {
+                self.start_rebuild_at(slot, 0);
+                if let Some(r) = self.rebuild.as_mut() {
+                    r.since = since;
+                }
+            }
+        }
     }
 
     /// Reopens the log at the end pass 1 found, so pass 2 can append (evicted map pages)
@@ -412,12 +550,13 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         // segments can hold them, at most one item per ITEM_ALIGN bytes.
         let gap = root.reserved.len() as u64 * self.log.segment_bytes() / ITEM_ALIGN as u64 + 1;
         let fill = (end.addr - end.stripe_addr) as usize;
+        let next_seq = end.next_item_seq.saturating_add(gap);
         self.log.reopen(
             &root.reserved,
             end.res_idx,
             end.stripe_addr,
             fill,
-            end.next_item_seq.saturating_add(gap),
+            next_seq,
             end.stripe_seq.saturating_add(gap),
         );
         let sdb = self.log.sdb();
@@ -431,11 +570,18 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         if fill >= sdb {
             return Err(crate::error::bug!(IoError));
         }
-        // Segments the log went through are in use. (Pass 2 records where each entered
-        // segment's use began.)
+        // Segments the log went through are in use. One free in the root's table began its
+        // use after the root: with its first item (pass 2 records it), or the next one when
+        // it holds none yet (the log ended at its start). Left at zero, a member resynced from
+        // an older root would be taken to hold it.
         for i in 0..=end.res_idx {
             if let Some(&s) = root.reserved.get(i) {
-                io.log.note_entered(s, 0);
+                let first = match (io.segs().get(s).state, i) {
+                    (SegState::Free, i) if i > 0 && i == end.res_idx => next_seq,
+                    (SegState::Free, _) => root.log.next_item_seq,
+                    _ => 0,
+                };
+                io.log.note_entered(s, first);
                 io.apply_mark_used();
             }
         }

@@ -381,6 +381,11 @@ pub struct ImportReport {
     /// [`OpenError::RewindNeeded`]): the pool is served as they left it, every write made
     /// after that lost and its blocks reading their older contents.
     pub rewound: bool,
+    /// Member slots whose disk the labels call in sync but whose checkpoint roots are behind
+    /// the pool's (an older copy of its image put back, say): it missed writes, so import set
+    /// it rebuilding, and the rebuild resyncs what it missed since its newest root (as
+    /// [`Pool::online_disk`] does), or all of it when another rebuild runs first.
+    pub behind: Vec<u8, 32>,
 }
 
 /// A LUN's identity and space use.

@@ -615,6 +615,91 @@ fn a_copy_of_a_member_is_not_taken_for_it() {
     assert_eq!(buf, block(1));
 }
 
+/// An older copy of a member's image put back in its place, with no membership change since
+/// (its label is as new as the others'): its checkpoint roots are behind the pool's, so import
+/// sets it rebuilding and resyncs what it missed, and two more failures then read every block.
+#[test]
+fn an_older_copy_of_a_member_put_back_is_resynced_for_what_it_missed() {
+    let mut p = new_pool(cfg(), 6, 40_000);
+    let lun = p.create_lun("a", 8000).unwrap();
+    let write = |p: &mut TestPool, lo: u64, hi: u64, salt: u64| {
+        for at in (lo..hi).step_by(64) {
+            let data: Vec<u8> = (at..hi.min(at + 64))
+                .flat_map(|i| block(i + salt))
+                .collect();
+            p.write(lun, at, &data, false).unwrap();
+        }
+        p.flush().unwrap();
+    };
+    write(&mut p, 0, 4000, 0);
+    p.checkpoint().unwrap();
+    let (mut p, rep) = reimport(p);
+    assert!(rep.behind.is_empty(), "a clean restart: {rep:?}");
+    let old = p.array.disk_mut(2).unwrap().clone();
+    write(&mut p, 0, 16, 7);
+    write(&mut p, 4000, 4400, 7);
+    p.checkpoint().unwrap();
+    let (members, spares, mem) = p.into_parts();
+    let mut all: Vec<RamDisk> = members.into_iter().flatten().chain(spares).collect();
+    all[2] = old;
+    let opts = ImportOptions {
+        config: cfg(),
+        skip_refused: false,
+        force: false,
+        rewind: false,
+    };
+    let (mut p, rep) = TestPool::import(all, opts, mem).unwrap();
+    assert_eq!(rep.behind.as_slice(), [2], "{rep:?}");
+    assert_eq!(p.status().disks[2].state, DiskState::Rebuilding);
+    let mut total = 0;
+    loop {
+        let rep = p.maintenance().unwrap();
+        total += rep.rebuilt_stripes;
+        if rep.idle {
+            break;
+        }
+    }
+    assert_eq!(p.health(), Health::Online);
+    let in_use = (0..p.array.geometry().stripes())
+        .filter(|&s| p.stripe_in_use(s).unwrap())
+        .count() as u64;
+    assert!(
+        total > 0 && total * 4 < in_use,
+        "resynced {total} stripes of {in_use} in use"
+    );
+    p.fail_disk(0).unwrap();
+    p.fail_disk(5).unwrap();
+    assert_blocks(&mut p, lun, 0, 16, 7, "rewritten after the copy");
+    assert_blocks(&mut p, lun, 16, 4000, 0, "written before the copy");
+    assert_blocks(&mut p, lun, 4000, 4400, 7, "written after the copy");
+}
+
+/// A crash during a checkpoint leaves some members one root behind the others with nothing
+/// logged after the newest: that is not a stale member, and all stay online.
+#[test]
+fn a_checkpoint_cut_short_leaves_no_member_behind() {
+    let mut p = new_pool(cfg(), 6, 40_000);
+    let lun = p.create_lun("a", 100).unwrap();
+    p.write(lun, 0, &block(1), true).unwrap();
+    p.checkpoint().unwrap();
+    let before = p.array.disk_mut(3).unwrap().clone();
+    p.checkpoint().unwrap();
+    let (members, spares, mem) = p.into_parts();
+    let mut all: Vec<RamDisk> = members.into_iter().flatten().chain(spares).collect();
+    // Member 3 as if the newest root never reached it (the crash came before the flush).
+    all[3] = before;
+    let opts = ImportOptions {
+        config: cfg(),
+        skip_refused: false,
+        force: false,
+        rewind: false,
+    };
+    let (mut p, rep) = TestPool::import(all, opts, mem).unwrap();
+    assert!(rep.behind.is_empty(), "{rep:?}");
+    assert_eq!(p.health(), Health::Online);
+    assert_blocks(&mut p, lun, 0, 1, 1, "written before the checkpoints");
+}
+
 /// The member block under LUN block `lba`'s data (extent payloads stored as they are): `(disk,
 /// member block)`.
 fn member_block_of(p: &mut TestPool, lun: u16, lba: u64) -> (usize, u64) {

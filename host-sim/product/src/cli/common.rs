@@ -118,6 +118,17 @@ pub fn report_import<M: Members>(dp: &mut PoolDir<M>, con: Console) {
         con.warn(&m);
         dp.record_event(Severity::Warn, m);
     }
+    if !r.behind.is_empty() {
+        let slots: Vec<String> = r.behind.iter().map(u8::to_string).collect();
+        let m = format!(
+            "the image(s) of slot(s) {} hold older contents than the rest of the pool (an older \
+             copy put back?): they missed writes, so they are resyncing what they missed, and \
+             the pool has less redundancy until that is done",
+            slots.join(", ")
+        );
+        con.warn(&m);
+        dp.record_event(Severity::Warn, m);
+    }
     if let Some(at) = r.log_cut_at {
         let m = format!(
             "rewind: the log was unreadable at address {at}, before the last flush's end, and \
@@ -242,13 +253,33 @@ pub fn present(reply: &Reply, json: bool, con: Console) -> Result<(), Failure> {
         return Err(reply_failure(reply));
     }
     if let Some(st) = &reply.status {
-        con.print(&if json { st.to_json() } else { st.to_text() });
+        con.print(&if json {
+            with_import(st.to_json(), reply.import.as_ref())
+        } else {
+            st.to_text()
+        });
     }
     if reply.ok {
         Ok(())
     } else {
         Err(reply_failure(reply))
     }
+}
+
+/// The status JSON `status` with what an import did under `"import"`, if it did.
+fn with_import(status: String, import: Option<&crate::control::ImportSummary>) -> String {
+    let Some(import) = import else {
+        return status;
+    };
+    let Ok(mut v) = serde_json::from_str::<serde_json::Value>(&status) else {
+        return status;
+    };
+    if let (Some(o), Ok(i)) = (v.as_object_mut(), serde_json::to_value(import)) {
+        o.insert("import".into(), i);
+    }
+    let mut s = serde_json::to_string_pretty(&v).unwrap_or(status);
+    s.push('\n');
+    s
 }
 
 /// A failed reply as the JSON `--json` prints: `{"error": {"kind": …, "message": …}}`.

@@ -12,7 +12,7 @@ use raidcore::pool::{OpenError, PoolConfig};
 
 use super::common::{dir_failure, fail_json, present, report_import};
 use super::console::{Console, Failure};
-use crate::control::Reply;
+use crate::control::{ImportSummary, Reply};
 use crate::dir::look::look_with;
 use crate::dir::{DirError, Members, PoolDir};
 use crate::ops;
@@ -55,6 +55,7 @@ pub fn run<M: Members>(a: &ImportArgs, members: impl Into<M>, con: Console) -> R
     report_import(&mut dp, con);
     let mut reply = Reply::done();
     reply.status = Some(dp.status());
+    reply.import = Some(ImportSummary::of(&dp.import));
     if let Err(e) = dp.close() {
         reply.ok = false;
         reply.error = ops::error_reply(&e).error;
@@ -96,6 +97,11 @@ fn read_only(a: &ImportArgs, con: Console) -> Result<(), Failure> {
     }
     let mut reply = Reply::done();
     reply.status = Some(l.status);
+    reply.import = Some(ImportSummary {
+        forced: l.forced.iter().map(|&s| s as u8).collect(),
+        read_only: true,
+        ..ImportSummary::default()
+    });
     if let Some(e) = l.error {
         reply.ok = false;
         reply.error = ops::error_reply(&e).error;

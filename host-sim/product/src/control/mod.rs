@@ -24,7 +24,7 @@ pub mod proto;
 
 use std::path::{Path, PathBuf};
 
-pub use proto::{ErrorKind, Reply, ReplyError, Request, ScrubAction};
+pub use proto::{ErrorKind, ImportSummary, Reply, ReplyError, Request, ScrubAction};
 
 /// Name of the control socket in a pool directory.
 pub const SOCKET_NAME: &str = ".raidcore-control.sock";

@@ -141,6 +141,50 @@ pub struct Reply {
     /// The event log (`events`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub events: Option<Vec<EventRecord>>,
+    /// What an import did (`import`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub import: Option<ImportSummary>,
+}
+
+/// What an import did, as `import --json` prints it (the core's `ImportReport`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ImportSummary {
+    /// Checkpoint generation the import started from.
+    pub root_gen: u64,
+    /// Log items replayed after that checkpoint.
+    pub items_replayed: u64,
+    /// Of those, items no redundancy could rebuild (their blocks read as errors).
+    pub items_lost: u64,
+    /// Stripes the crash left inconsistent, repaired.
+    pub resynced_stripes: u64,
+    /// Slots a forced import took failed members back into.
+    pub forced: Vec<u8>,
+    /// Slots whose image missed writes (an older copy put back): resyncing what they missed.
+    pub behind: Vec<u8>,
+    /// The pool is served as members taken back alone left it (a rewind).
+    pub rewound: bool,
+    /// A rewind cut the log at this address (bytes): later writes are lost.
+    pub log_cut_at: Option<u64>,
+    /// Nothing was written: what a forced import would assemble (`--read-only`).
+    pub read_only: bool,
+}
+
+impl ImportSummary {
+    /// The summary of `r`.
+    #[must_use]
+    pub fn of(r: &raidcore::pool::ImportReport) -> ImportSummary {
+        ImportSummary {
+            root_gen: r.root_gen,
+            items_replayed: r.items_replayed,
+            items_lost: r.items_lost,
+            resynced_stripes: r.resynced_stripes,
+            forced: r.forced.to_vec(),
+            behind: r.behind.to_vec(),
+            rewound: r.rewound,
+            log_cut_at: r.log_cut_at,
+            read_only: false,
+        }
+    }
 }
 
 impl Reply {
