@@ -202,6 +202,20 @@ impl CampDisk {
         &self.handle
     }
 
+    /// A copy of what the medium holds now (writes still in the volatile cache are not on it),
+    /// as a copy of the disk's image would be.
+    pub(crate) fn medium_copy(&mut self) -> Option<MemDisk> {
+        self.inner.inner_mut().ok().map(|m| m.snapshot())
+    }
+
+    /// Puts `medium` (an older [`CampDisk::medium_copy`]) back in place of what the disk
+    /// holds; overlay faults stay where they are.
+    pub(crate) fn put_back(&mut self, medium: MemDisk) {
+        if let Ok(m) = self.inner.inner_mut() {
+            *m = medium;
+        }
+    }
+
     /// Loses the next write that starts in the data area.
     pub(crate) fn arm_lose(&mut self) {
         self.lose_next = true;

@@ -78,6 +78,12 @@ pub(crate) struct Sim {
     /// Slots rebuilt (or rebuilding) while another member held silent damage.
     tainted: BTreeSet<u8>,
     prev_states: Vec<DiskState>,
+    /// A copy of a member's medium ([`Step::StaleCopy`]): disk id, slot, medium, and whether
+    /// the disk held silent damage then (the copy holds it too).
+    copy: Option<(u32, usize, MemDisk, bool)>,
+    /// The disk the next import finds with an older copy put back, and whether it holds silent
+    /// damage besides the stale content (from before the copy, or since).
+    put_back: Option<(u32, MemDisk, bool)>,
     /// Scrub in progress: (step it started, whether the pool was free of silent damage then).
     scrub: Option<(usize, bool)>,
     over: bool,
@@ -142,6 +148,8 @@ impl Sim {
             may_fail: BTreeSet::new(),
             sticky: BTreeSet::new(),
             silent: BTreeMap::new(),
+            copy: None,
+            put_back: None,
             armed: BTreeMap::new(),
             tainted: BTreeSet::new(),
             prev_states: Vec::new(),
@@ -396,6 +404,35 @@ impl Sim {
             Err(_) => {}
         }
         Ok(())
+    }
+
+    /// [`Step::StaleCopy`]: takes a copy of a member's medium, or (holding one) cuts power and
+    /// puts it back in place of the disk it was taken of. The copy is stale content (silent
+    /// damage), unless the import resyncs that slot for what it missed.
+    fn stale_copy(&mut self, slot: u8, shuffle: u32) -> StepResult {
+        let Some((id, s, medium, damaged)) = self.copy.take() else {
+            let s = usize::from(slot % self.shape.disks);
+            if let Some(d) = self.pool().array_mut().disk_mut(s)
+                && let Some(m) = d.medium_copy()
+            {
+                let id = d.id();
+                let damaged = self.silent.contains_key(&id) || self.armed.contains_key(&id);
+                self.copy = Some((id, s, m, damaged));
+                self.fault("copy_image");
+            }
+            return Ok(());
+        };
+        let online = self.pool().array().member(s).map(Member::state) == Some(DiskState::Online);
+        let here = self.pool().array_mut().disk_mut(s).map(|d| d.id()) == Some(id);
+        if self.over || !online || !here || !self.fits(s as u8) {
+            self.stats.faults_skipped += 1;
+            return Ok(());
+        }
+        self.fault("stale_copy");
+        let damaged = damaged || self.silent.contains_key(&id) || self.armed.contains_key(&id);
+        self.note_silent(id, None, true);
+        self.put_back = Some((id, medium, damaged));
+        self.crash(shuffle)
     }
 
     /// Errors are acceptable: the tolerance was exceeded on purpose, or power is being cut.
@@ -700,6 +737,7 @@ impl Sim {
                 }
             }
             Step::Online { slot } => self.online(at, slot)?,
+            Step::StaleCopy { slot, shuffle } => self.stale_copy(slot, shuffle)?,
             Step::Replace { slot } => {
                 let s = usize::from(slot % self.shape.disks);
                 if self.pool().array().member(s).map(Member::state) != Some(DiskState::Failed) {
@@ -1090,6 +1128,37 @@ impl Sim {
         Ok(())
     }
 
+    /// What import resynced as behind ([`raidcore::pool::ImportReport::behind`]): the disk an
+    /// older copy was put back on (`put_back`: its id, and whether it held other silent
+    /// damage, which stays counted) holds no more stale content once resynced, and no other
+    /// member may be taken for one (nothing else missed writes).
+    fn check_behind(
+        &mut self,
+        pool: &mut CampPool,
+        behind: &[u8],
+        put_back: Option<(u32, bool)>,
+        at: usize,
+    ) -> StepResult {
+        for &slot in behind {
+            let id = pool.array_mut().disk_mut(usize::from(slot)).map(|d| d.id());
+            if let Some((id, damaged)) = put_back.filter(|p| Some(p.0) == id) {
+                if !damaged {
+                    self.silent.remove(&id);
+                }
+                self.stats.behind_resynced += 1;
+            } else if put_back.is_none() && !self.over {
+                // (With a copy put back, the slot may hold a spare now: the copy's disk
+                // failed during the import.)
+                return Err(fail(
+                    FailureKind::OpError,
+                    at,
+                    format!("import resynced slot {slot} as behind, but it missed nothing"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Power is off on every disk: take the disks, power them on, import them (shuffled, maybe
     /// with a stale disk from the graveyard) and check every block.
     #[expect(
@@ -1108,6 +1177,12 @@ impl Sim {
         let (members, spares, mem) = pool.into_parts();
         self.rail.restore_all();
         let mut disks: Vec<CampDisk> = members.into_iter().flatten().chain(spares).collect();
+        let put_back = self.put_back.take().map(|(id, medium, damaged)| {
+            if let Some(d) = disks.iter_mut().find(|d| d.id() == id) {
+                d.put_back(medium);
+            }
+            (id, damaged)
+        });
         let mut src = Source::seeded(self.shape.seed ^ u64::from(shuffle) << 20);
         // Disks the pool dropped while the power was off are still in the enclosure; one
         // pulled earlier may be pushed back in by mistake.
@@ -1173,6 +1248,7 @@ impl Sim {
                 if self.trace {
                     eprintln!("  import report: {report:?}");
                 }
+                self.check_behind(&mut pool, &report.behind, put_back, at)?;
                 for (idx, why) in &report.refused {
                     let id = ids.get(usize::from(*idx)).copied().unwrap_or(u32::MAX);
                     if self.may_fail.contains(&id) || self.silent.contains_key(&id) {

@@ -283,6 +283,8 @@ pub struct SeedStats {
     pub rebuilds_done: u64,
     /// Failed members brought back (`Pool::online`) and resynced.
     pub onlined: u64,
+    /// Older copies of images put back that import resynced as behind.
+    pub behind_resynced: u64,
     /// Stripes rebuilt.
     pub rebuilt_stripes: u64,
     /// Scrubs started.
@@ -326,6 +328,7 @@ impl SeedStats {
         self.rebuilds_started += o.rebuilds_started;
         self.rebuilds_done += o.rebuilds_done;
         self.onlined += o.onlined;
+        self.behind_resynced += o.behind_resynced;
         self.rebuilt_stripes += o.rebuilt_stripes;
         self.scrubs_started += o.scrubs_started;
         self.scrubs_done += o.scrubs_done;
@@ -657,12 +660,14 @@ impl Summary {
         );
         let _ = writeln!(
             s,
-            "  rebuilds {} started, {} completed ({} stripes), members brought back {}; scrubs \
-             {} started, {} completed ({} stripes); writes refused for space {}",
+            "  rebuilds {} started, {} completed ({} stripes), members brought back {}, older \
+             copies resynced {}; scrubs {} started, {} completed ({} stripes); writes refused \
+             for space {}",
             t.rebuilds_started,
             t.rebuilds_done,
             t.rebuilt_stripes,
             t.onlined,
+            t.behind_resynced,
             t.scrubs_started,
             t.scrubs_done,
             t.scrubbed_stripes,

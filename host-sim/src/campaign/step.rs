@@ -96,6 +96,16 @@ pub enum Step {
         /// Member slot.
         slot: u8,
     },
+    /// An older copy of a member's image: the first such step copies the medium of the disk
+    /// in `slot`; the next one cuts power and puts that copy back in place of the disk it was
+    /// taken of (if that disk is still a member online and the damage stays within tolerance),
+    /// then imports with `shuffle` (as [`Step::PowerCut`]).
+    StaleCopy {
+        /// Member slot (for the copy).
+        slot: u8,
+        /// Import order (for the put-back).
+        shuffle: u32,
+    },
     /// A blank disk replaces failed member `slot`.
     Replace {
         /// Member slot.
@@ -218,6 +228,9 @@ impl fmt::Display for Step {
             Step::Return { slot } => write!(f, "return slot={slot}"),
             Step::Replace { slot } => write!(f, "replace slot={slot}"),
             Step::Online { slot } => write!(f, "online slot={slot}"),
+            Step::StaleCopy { slot, shuffle } => {
+                write!(f, "stale_copy slot={slot} shuffle={shuffle}")
+            }
             Step::AddSpare => f.write_str("add_spare"),
             Step::Medium {
                 slot,
@@ -317,6 +330,10 @@ impl std::str::FromStr for Step {
             "online" => Step::Online {
                 slot: n("slot")? as u8,
             },
+            "stale_copy" => Step::StaleCopy {
+                slot: n("slot")? as u8,
+                shuffle: n("shuffle")? as u32,
+            },
             "add_spare" => Step::AddSpare,
             "medium" => Step::Medium {
                 slot: n("slot")? as u8,
@@ -368,6 +385,7 @@ impl Step {
                 | Step::Return { .. }
                 | Step::Replace { .. }
                 | Step::Online { .. }
+                | Step::StaleCopy { .. }
                 | Step::Medium { .. }
                 | Step::BitRot { .. }
                 | Step::LoseWrite { .. }
@@ -531,6 +549,7 @@ impl Generator {
             12,           // 19 power cut now
             12,           // 20 power cut during a later operation
             6 * fault_w,  // 21 online
+            4 * fault_w,  // 22 an older copy of an image (taken, then put back)
         ];
         match src.weighted(&weights) {
             0 => {
@@ -639,6 +658,10 @@ impl Generator {
             },
             20 => Step::ArmPowerCut {
                 writes: src.range(1, 300) as u32,
+                shuffle: src.pick(),
+            },
+            22 => Step::StaleCopy {
+                slot: Self::slot(src, v),
                 shuffle: src.pick(),
             },
             _ => Step::Online {

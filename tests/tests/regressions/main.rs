@@ -44,6 +44,8 @@ macro_rules! regressions {
 }
 
 regressions! {
+    behind_new_member_seed_7801587,
+    behind_rotten_root_seed_7821796,
     cleaner_livelock_seed_846,
     degraded_scrub_parity_seed_6035,
     departed_disk_label_seed_1001734,
@@ -81,15 +83,16 @@ regressions! {
     mirror_heal_range_seed_2912,
     mirror_heal_range_seed_7738,
     mirror_write_hole_seed_885,
-    online_silent_damage_seed_5125893,
     older_root_durable_seed_214379,
     older_root_durable_seed_523016947,
+    online_silent_damage_seed_5125893,
     raid0_spare_seed_9112,
     rebuild_cursor_seed_836,
     rebuild_end_flush_seed_6007,
     rebuild_stale_column_seed_695,
     rebuild_target_failed_seed_3001164,
     resurrected_item_seed_5262,
+    resync_first_seq_seed_7848886,
     resync_patched_read_seed_108816,
     resync_patched_read_seed_203751,
     resync_stale_majority_seed_6011,
