@@ -438,30 +438,20 @@ fn assert_blocks(p: &mut TestPool, lun: u16, lo: u64, hi: u64, salt: u64, what: 
     }
 }
 
-/// A member pulled while the pool writes comes back with `online_disk`: only the stripes the
-/// log wrote since its newest root are rebuilt, and what it held is taken as it was, which
-/// two more failures then prove (RAID-6 reads everything from the rest and that member).
-#[test]
-fn a_member_that_comes_back_is_resynced_for_what_it_missed_only() {
-    let mut p = new_pool(cfg(), 6, 40_000);
-    let lun = p.create_lun("a", 8000).unwrap();
-    let write = |p: &mut TestPool, lo: u64, hi: u64, salt: u64| {
-        for at in (lo..hi).step_by(64) {
-            let data: Vec<u8> = (at..hi.min(at + 64))
-                .flat_map(|i| block(i + salt))
-                .collect();
-            p.write(lun, at, &data, false).unwrap();
-        }
-        p.flush().unwrap();
-    };
-    write(&mut p, 0, 4000, 0);
-    p.checkpoint().unwrap();
-    p.fail_disk(2).unwrap();
-    let pulled = p.array.take(2).unwrap();
-    write(&mut p, 4000, 4400, 7);
-    write(&mut p, 0, 16, 7);
-    assert_eq!(p.online_disk(2, pulled.clone()), Ok(()));
-    assert_eq!(p.status().disks[2].state, DiskState::Rebuilding);
+/// Writes LUN blocks `lo..hi` (64 per call, block `i` holding `block(i + salt)`) and flushes.
+fn write_blocks(p: &mut TestPool, lun: u16, lo: u64, hi: u64, salt: u64) {
+    for at in (lo..hi).step_by(64) {
+        let data: Vec<u8> = (at..hi.min(at + 64))
+            .flat_map(|i| block(i + salt))
+            .collect();
+        p.write(lun, at, &data, false).unwrap();
+    }
+    p.flush().unwrap();
+}
+
+/// Runs maintenance until idle and checks the pool is online again: `(stripes rebuilt,
+/// stripes in use)`.
+fn resync_until_idle(p: &mut TestPool) -> (u64, u64) {
     let mut total = 0;
     loop {
         let rep = p.maintenance().unwrap();
@@ -474,6 +464,26 @@ fn a_member_that_comes_back_is_resynced_for_what_it_missed_only() {
     let in_use = (0..p.array.geometry().stripes())
         .filter(|&s| p.stripe_in_use(s).unwrap())
         .count() as u64;
+    (total, in_use)
+}
+
+/// A member pulled while the pool writes comes back with `online_disk`: only the stripes the
+/// log wrote since its newest root are rebuilt, and what it held is taken as it was, which
+/// two more failures then prove (RAID-6 reads everything from the rest and that member).
+#[test]
+fn a_member_that_comes_back_is_resynced_for_what_it_missed_only() {
+    let mut p = new_pool(cfg(), 6, 40_000);
+    let lun = p.create_lun("a", 8000).unwrap();
+    let write = |p: &mut TestPool, lo, hi, salt| write_blocks(p, lun, lo, hi, salt);
+    write(&mut p, 0, 4000, 0);
+    p.checkpoint().unwrap();
+    p.fail_disk(2).unwrap();
+    let pulled = p.array.take(2).unwrap();
+    write(&mut p, 4000, 4400, 7);
+    write(&mut p, 0, 16, 7);
+    assert_eq!(p.online_disk(2, pulled.clone()), Ok(()));
+    assert_eq!(p.status().disks[2].state, DiskState::Rebuilding);
+    let (total, in_use) = resync_until_idle(&mut p);
     assert!(
         total * 4 < in_use,
         "resynced {total} stripes of {in_use} in use"
@@ -622,15 +632,7 @@ fn a_copy_of_a_member_is_not_taken_for_it() {
 fn an_older_copy_of_a_member_put_back_is_resynced_for_what_it_missed() {
     let mut p = new_pool(cfg(), 6, 40_000);
     let lun = p.create_lun("a", 8000).unwrap();
-    let write = |p: &mut TestPool, lo: u64, hi: u64, salt: u64| {
-        for at in (lo..hi).step_by(64) {
-            let data: Vec<u8> = (at..hi.min(at + 64))
-                .flat_map(|i| block(i + salt))
-                .collect();
-            p.write(lun, at, &data, false).unwrap();
-        }
-        p.flush().unwrap();
-    };
+    let write = |p: &mut TestPool, lo, hi, salt| write_blocks(p, lun, lo, hi, salt);
     write(&mut p, 0, 4000, 0);
     p.checkpoint().unwrap();
     let (mut p, rep) = reimport(p);
@@ -651,18 +653,7 @@ fn an_older_copy_of_a_member_put_back_is_resynced_for_what_it_missed() {
     let (mut p, rep) = TestPool::import(all, opts, mem).unwrap();
     assert_eq!(rep.behind.as_slice(), [2], "{rep:?}");
     assert_eq!(p.status().disks[2].state, DiskState::Rebuilding);
-    let mut total = 0;
-    loop {
-        let rep = p.maintenance().unwrap();
-        total += rep.rebuilt_stripes;
-        if rep.idle {
-            break;
-        }
-    }
-    assert_eq!(p.health(), Health::Online);
-    let in_use = (0..p.array.geometry().stripes())
-        .filter(|&s| p.stripe_in_use(s).unwrap())
-        .count() as u64;
+    let (total, in_use) = resync_until_idle(&mut p);
     assert!(
         total > 0 && total * 4 < in_use,
         "resynced {total} stripes of {in_use} in use"
