@@ -412,9 +412,9 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
     /// Members the labels call in sync whose root rings are behind `root`
     /// ([`ImportReport::behind`]), each with the newest root it holds, most behind first.
     /// `log_went_on`: pass 1 found items after `root`. Forced slots are left to the scrub.
-    /// None when the membership changed after `root` was written: a disk that joined since
-    /// (a spare rebuilt) holds no root yet, or only one from an earlier time in this pool; and
-    /// only the roots written with the membership as it is count.
+    /// Empty when the membership changed after `root` was written (a disk that joined since,
+    /// a spare rebuilt, holds no root yet, or only one from an earlier time in this pool);
+    /// otherwise only the roots written with the membership as it is count.
     fn behind_members(&mut self, root: &Root, log_went_on: bool, forced: &[u8]) -> Vec<Behind, 32> {
         let mut behind: Vec<Behind, 32> = Vec::new();
         if root.config_gen != self.members.conf.generation {
@@ -469,9 +469,8 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
     }
 
     /// When member `d` missed checkpoints up to `root` (of the last `written`, which every
-    /// member got): the newest root generation it holds
-    /// (0: none) and what it holds since ([`Since`]; none without a root, or when its own
-    /// label names it rebuilding). A slot that cannot be read is a bad sector, and one that
+    /// member got): the newest root generation it holds (0: none) and what it holds since
+    /// ([`Since`]; none without a root, or when its own label names it rebuilding). A slot that cannot be read is a bad sector, and one that
     /// holds neither a root nor zeros is rot: neither shows a missed checkpoint. One root
     /// behind is a checkpoint the crash cut short (the roots go to every member before one
     /// flush) unless the log went on after `root`, which it does only once every member holds
