@@ -395,8 +395,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             io.patches = &replay.zil_refs;
             LogScan::new(&mut io, root.log, &root.reserved, true, None).end(&mut io, &replay)?
         };
-        let behind = self.behind_members(root, end.items > 0, &report.forced);
-        self.rejoin_behind(&behind, report);
+        self.note_behind(root, end.items > 0, report);
         self.reopen_log(root, &end)?;
         self.replay_log(root, &replay, &end)?;
         let resynced = self.resync_log_tail(root, &end)?;
@@ -407,6 +406,19 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         report.resynced_stripes = resynced;
         report.zil_records = replay.zil_refs.len() as u32;
         Ok(())
+    }
+
+    /// Finds the members behind `root` and sets them rebuilding ([`ImportReport::behind`]).
+    /// `log_went_on`: items were logged after `root` (a read-only look, which reads no log,
+    /// passes false and sees only members more than one root behind).
+    pub(super) fn note_behind(
+        &mut self,
+        root: &Root,
+        log_went_on: bool,
+        report: &mut ImportReport,
+    ) {
+        let behind = self.behind_members(root, log_went_on, &report.forced);
+        self.rejoin_behind(&behind, report);
     }
 
     /// Members the labels call in sync whose root rings are behind `root`

@@ -7,7 +7,9 @@
 //! checkpoint, no intent-log replay, no resync, no membership change, no checkpoint, and
 //! nothing healed (damaged copies found on the way are only read around). So what a [`Peek`]
 //! shows is the state at the last checkpoint: writes after it (flushed or not) are not in
-//! its LUN space figures, and the rebuild and scrub cursors are those it saved.
+//! its LUN space figures, and the rebuild and scrub cursors are those it saved. A member whose
+//! checkpoint roots are more than one behind (an older copy of its image) shows as rebuilding,
+//! as import would set it ([`ImportReport::behind`]).
 
 use raidcore_hal::BlockDevice;
 
@@ -49,6 +51,8 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         pool.ckpt.root_gen = root.root_gen;
         pool.counters = root.counters;
         pool.restore_rebuild(&root);
+        // (In memory only: what the import would set rebuilding.)
+        pool.note_behind(&root, false, &mut report);
         report.root_gen = root.root_gen;
         Ok((Peek { pool }, report))
     }

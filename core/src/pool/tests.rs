@@ -650,6 +650,12 @@ fn an_older_copy_of_a_member_put_back_is_resynced_for_what_it_missed() {
         force: false,
         rewind: false,
     };
+    // A read-only look shows it as the import will set it, writing nothing.
+    let (look, rep) = TestPool::peek(all, opts, mem).unwrap();
+    assert_eq!(rep.behind.as_slice(), [2], "{rep:?}");
+    assert_eq!(look.status().disks[2].state, DiskState::Rebuilding);
+    let (members, spares, mem) = look.into_parts();
+    let all: Vec<RamDisk> = members.into_iter().flatten().chain(spares).collect();
     let (mut p, rep) = TestPool::import(all, opts, mem).unwrap();
     assert_eq!(rep.behind.as_slice(), [2], "{rep:?}");
     assert_eq!(p.status().disks[2].state, DiskState::Rebuilding);

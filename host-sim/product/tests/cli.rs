@@ -228,6 +228,18 @@ fn an_older_copy_of_a_member_image_put_back_is_resynced() {
     qemu_io(&sock, "lun0", &["write -P 0x22 1M 1M"]);
     stop(server);
     std::fs::rename(&old, dir.join("disk2.img")).unwrap();
+    let o = raidcore(&["import", "--dir", d, "--read-only", "--json"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("the import will resync what they missed"),
+        "{err}"
+    );
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["import"]["behind"], serde_json::json!([2]), "{v}");
+    let o = raidcore(&["status", "--dir", d, "--json"]);
+    assert_eq!(o.status.code(), Some(1), "degraded until resynced");
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(states(&v)[2], "rebuilding", "a stopped pool's status: {v}");
     let o = raidcore(&["import", "--dir", d, "--json"]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(

@@ -95,10 +95,19 @@ fn read_only(a: &ImportArgs, con: Console) -> Result<(), Failure> {
             slots.join(", ")
         ));
     }
+    if !l.behind.is_empty() {
+        let slots: Vec<String> = l.behind.iter().map(usize::to_string).collect();
+        con.note(&format!(
+            "read-only: the image(s) of slot(s) {} hold older contents than the rest of the \
+             pool (an older copy put back?); the import will resync what they missed",
+            slots.join(", ")
+        ));
+    }
     let mut reply = Reply::done();
     reply.status = Some(l.status);
     reply.import = Some(ImportSummary {
         forced: l.forced.iter().map(|&s| s as u8).collect(),
+        behind: l.behind.iter().map(|&s| s as u8).collect(),
         read_only: true,
         ..ImportSummary::default()
     });

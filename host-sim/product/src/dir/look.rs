@@ -31,6 +31,9 @@ pub struct Look {
     pub error: Option<DirError>,
     /// Slots a forced look took failed members back into (see [`look_with`]).
     pub forced: Vec<usize>,
+    /// Slots whose images are more than one checkpoint behind the pool's (an older copy put
+    /// back): import will resync them (`ImportReport::behind`).
+    pub behind: Vec<usize>,
 }
 
 /// Holds a shared lock on the pool's lock file (if it has one) while the look lasts, so that a
@@ -118,6 +121,7 @@ pub fn look_with(dir: &Path, force: bool) -> Result<Look, DirError> {
                 status: finish(st, &records),
                 error: None,
                 forced: report.forced.iter().map(|&s| usize::from(s)).collect(),
+                behind: report.behind.iter().map(|&s| usize::from(s)).collect(),
             }
         }
         Err(e) => {
@@ -127,6 +131,7 @@ pub fn look_with(dir: &Path, force: bool) -> Result<Look, DirError> {
                 status: finish(st, &records),
                 error: Some(error),
                 forced: Vec::new(),
+                behind: Vec::new(),
             }
         }
     };
