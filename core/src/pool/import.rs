@@ -516,6 +516,9 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
                 _ => {}
             }
         }
+        // (A copy taken while the pool ran, after its last checkpoint, and put back after a
+        // clean stop is one root behind with nothing logged since too: not told apart yet.)
+        let since = newest.as_ref().map(Since::of);
         if lacking <= 1 && !(log_went_on && newest_older) {
             return None;
         }
@@ -525,7 +528,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             .disk_mut(d)
             .and_then(|disk| read_superblock(disk).ok())
             .is_some_and(|sb| sb.members.get(d).map(|m| m.state) == Some(DiskState::Online));
-        Some((have, newest.as_ref().filter(|_| was_in_sync).map(Since::of)))
+        Some((have, since.filter(|_| was_in_sync)))
     }
 
     /// Sets the members `behind` rebuilding, as many as the level's tolerance leaves room for

@@ -671,6 +671,40 @@ fn an_older_copy_of_a_member_put_back_is_resynced_for_what_it_missed() {
     assert_blocks(&mut p, lun, 4000, 4400, 7, "written after the copy");
 }
 
+/// A copy taken while the pool ran (after the checkpoint that opened it) and put back after a
+/// clean stop is only one root behind with nothing logged after the newest, as a checkpoint
+/// cut short looks; the stripes written since its root tell it missed writes.
+#[test]
+#[ignore = "known gap: a copy one root behind with nothing logged since looks like a checkpoint \
+            cut short (checking the stripes written since its root for consistency was tried \
+            and also flagged members of torn checkpoints whose pool held bit rot)"]
+fn a_copy_one_checkpoint_behind_is_resynced_too() {
+    let mut p = new_pool(cfg(), 6, 40_000);
+    let lun = p.create_lun("a", 8000).unwrap();
+    write_blocks(&mut p, lun, 0, 2000, 0);
+    p.checkpoint().unwrap();
+    let old = p.array.disk_mut(2).unwrap().clone();
+    write_blocks(&mut p, lun, 0, 200, 5);
+    p.checkpoint().unwrap();
+    let (members, spares, mem) = p.into_parts();
+    let mut all: Vec<RamDisk> = members.into_iter().flatten().chain(spares).collect();
+    all[2] = old;
+    let opts = ImportOptions {
+        config: cfg(),
+        skip_refused: false,
+        force: false,
+        rewind: false,
+    };
+    let (mut p, rep) = TestPool::import(all, opts, mem).unwrap();
+    assert_eq!(rep.behind.as_slice(), [2], "{rep:?}");
+    let (total, _) = resync_until_idle(&mut p);
+    assert!(total > 0, "resynced {total} stripes");
+    p.fail_disk(0).unwrap();
+    p.fail_disk(5).unwrap();
+    assert_blocks(&mut p, lun, 0, 200, 5, "rewritten after the copy");
+    assert_blocks(&mut p, lun, 200, 2000, 0, "written before the copy");
+}
+
 /// A crash during a checkpoint leaves some members one root behind the others with nothing
 /// logged after the newest: that is not a stale member, and all stay online.
 #[test]
@@ -683,8 +717,10 @@ fn a_checkpoint_cut_short_leaves_no_member_behind() {
     p.checkpoint().unwrap();
     let (members, spares, mem) = p.into_parts();
     let mut all: Vec<RamDisk> = members.into_iter().flatten().chain(spares).collect();
-    // Member 3 as if the newest root never reached it (the crash came before the flush).
-    all[3] = before;
+    // Member 3 as if the newest root never reached it (the crash came before the flush): its
+    // ring as it was, everything the checkpoint wrote before the root on it.
+    let ring = format::SLOT_BYTES..format::SLOT_BYTES * (1 + format::ROOT_SLOTS as usize);
+    all[3].data[ring.clone()].copy_from_slice(&before.data[ring]);
     let opts = ImportOptions {
         config: cfg(),
         skip_refused: false,

@@ -236,6 +236,7 @@ fn an_older_copy_of_a_member_image_put_back_is_resynced() {
     );
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["import"]["behind"], serde_json::json!([2]), "{v}");
+    assert!(v["import"]["root_gen"].as_u64() > Some(0), "{v}");
     let o = raidcore(&["status", "--dir", d, "--json"]);
     assert_eq!(o.status.code(), Some(1), "degraded until resynced");
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();

@@ -108,6 +108,7 @@ fn read_only(a: &ImportArgs, con: Console) -> Result<(), Failure> {
     reply.import = Some(ImportSummary {
         forced: l.forced.iter().map(|&s| s as u8).collect(),
         behind: l.behind.iter().map(|&s| s as u8).collect(),
+        root_gen: l.root_gen,
         read_only: true,
         ..ImportSummary::default()
     });

@@ -34,6 +34,8 @@ pub struct Look {
     /// Slots whose images are more than one checkpoint behind the pool's (an older copy put
     /// back): import will resync them (`ImportReport::behind`).
     pub behind: Vec<usize>,
+    /// Generation of the checkpoint the look read (0 when it could not open the pool).
+    pub root_gen: u64,
 }
 
 /// Holds a shared lock on the pool's lock file (if it has one) while the look lasts, so that a
@@ -122,6 +124,7 @@ pub fn look_with(dir: &Path, force: bool) -> Result<Look, DirError> {
                 error: None,
                 forced: report.forced.iter().map(|&s| usize::from(s)).collect(),
                 behind: report.behind.iter().map(|&s| usize::from(s)).collect(),
+                root_gen: report.root_gen,
             }
         }
         Err(e) => {
@@ -132,6 +135,7 @@ pub fn look_with(dir: &Path, force: bool) -> Result<Look, DirError> {
                 error: Some(error),
                 forced: Vec::new(),
                 behind: Vec::new(),
+                root_gen: 0,
             }
         }
     };
