@@ -22,8 +22,9 @@
 //! latent sector errors (some sticky), bit rot, lost and misdirected writes, transient errors,
 //! power cuts between operations and in the middle of them (after a chosen number of member
 //! writes; each member's volatile cache then keeps, drops or tears each unflushed write),
-//! imports in shuffled order with an old, replaced disk sometimes offered back, rebuilds and
-//! scrubs interrupted by all of these. Faults are kept within what the level survives at each
+//! imports in shuffled order with an old, replaced disk sometimes offered back, an older copy
+//! of a member's image put back in its place (which import must resync, or it counts as
+//! stale content until a scrub), rebuilds and scrubs interrupted by all of these. Faults are kept within what the level survives at each
 //! moment (see [`exec`]); about 6 % of seeds exceed it once on purpose, after which reads may
 //! fail but must never return other data (counted separately in the [`Summary`]).
 //!
