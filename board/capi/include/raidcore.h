@@ -230,6 +230,9 @@ typedef struct {
   uint8_t missing;
   // Disks given that were left out.
   uint8_t refused;
+  // Members found behind the pool (an older copy of the image put back), set rebuilding and
+  // resynced for what they missed by `raidcore_maintenance`: bit `i` for slot `i`.
+  uint32_t behind_slots;
 } raidcore_import_report;
 
 // What `raidcore_maintenance` did.

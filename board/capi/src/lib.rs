@@ -264,6 +264,9 @@ pub struct raidcore_import_report {
     pub missing: u8,
     /// Disks given that were left out.
     pub refused: u8,
+    /// Members found behind the pool (an older copy of the image put back), set rebuilding and
+    /// resynced for what they missed by `raidcore_maintenance`: bit `i` for slot `i`.
+    pub behind_slots: u32,
 }
 
 /// A disk seen through its C callbacks.
@@ -713,20 +716,25 @@ pub unsafe extern "C" fn raidcore_pool_import_with(
                         items_lost: rep.items_lost,
                         missing: rep.missing,
                         refused: rep.refused.len() as u8,
+                        behind_slots: slot_bits(&rep.behind),
                     };
                 }
                 if let Some(f) = forced_slots.as_mut() {
-                    *f = rep
-                        .forced
-                        .iter()
-                        .filter(|&&s| s < 32)
-                        .fold(0, |m, &s| m | 1 << s);
+                    *f = slot_bits(&rep.forced);
                 }
                 RAIDCORE_OK
             }
             Err(e) => open_code(e),
         })
     }
+}
+
+/// Member slots as a bit mask, bit `i` for slot `i` (slots past 31 are not shown).
+fn slot_bits(slots: &[u8]) -> u32 {
+    slots
+        .iter()
+        .filter(|&&s| s < 32)
+        .fold(0, |m, &s| m | 1 << s)
 }
 
 /// Takes the pool out of its arena (the handle is invalid afterwards).

@@ -259,3 +259,96 @@ fn a_forced_import_takes_a_failed_member_back() {
         assert_eq!(raidcore_pool_shutdown(pool), RAIDCORE_OK);
     }
 }
+
+/// Imports the pool of `ops` with no flags; `*report` receives what import found.
+///
+/// # Safety
+/// `ops`' contexts and `arena` outlive the pool.
+unsafe fn import(
+    ops: &[raidcore_disk],
+    cfg: &raidcore_config,
+    arena: &mut [u8],
+    report: &mut raidcore_import_report,
+) -> *mut raidcore_pool {
+    let mut pool = null_mut();
+    // SAFETY: the caller's promises; `pool` and `report` are writable.
+    let code = unsafe {
+        raidcore_pool_import(
+            ops.as_ptr(),
+            ops.len() as u32,
+            cfg,
+            arena.as_mut_ptr(),
+            arena.len(),
+            &mut pool,
+            report,
+        )
+    };
+    assert_eq!(code, RAIDCORE_OK);
+    pool
+}
+
+/// RAID-5: an older copy of member 2's image put back after two more checkpoints is reported in
+/// `behind_slots`, resynced by maintenance, and then serves with member 0 failed.
+#[test]
+fn an_older_copy_put_back_is_reported_behind_and_resynced() {
+    let mut cfg = config();
+    cfg.level = RAIDCORE_RAID5;
+    let mut disks: Vec<Vec<u8>> = (0..4).map(|_| vec![0u8; BLOCKS as usize * 512]).collect();
+    let ops = disk_ops(&mut disks, Some(flush_only));
+    let mut arena = Vec::new();
+    let mut rep = raidcore_import_report::default();
+    let fill = |salt: u8, lba: u64| [salt ^ lba as u8; 4096];
+    // SAFETY: valid config, disks, arena and out pointers; all outlive the pools. The copy is
+    // taken and put back while no pool holds the disks.
+    unsafe {
+        let pool = create(&ops, 4, &cfg, &mut arena);
+        let mut lun = 0u16;
+        assert_eq!(
+            raidcore_lun_create(pool, c"t".as_ptr(), 64, &mut lun),
+            RAIDCORE_OK
+        );
+        let write = |pool, lo: u64, hi: u64, salt: u8| {
+            for lba in lo..hi {
+                let b = fill(salt, lba);
+                assert_eq!(
+                    raidcore_write(pool, lun, lba, b.as_ptr(), b.len(), false),
+                    RAIDCORE_OK
+                );
+            }
+        };
+        write(pool, 0, 64, 1);
+        assert_eq!(raidcore_pool_shutdown(pool), RAIDCORE_OK);
+        let old = (*ops[2].ctx.cast::<Vec<u8>>()).clone();
+        let pool = import(&ops, &cfg, &mut arena, &mut rep);
+        assert_eq!(rep.behind_slots, 0, "a clean restart: {rep:?}");
+        write(pool, 0, 16, 2);
+        assert_eq!(raidcore_pool_shutdown(pool), RAIDCORE_OK);
+        let pool = import(&ops, &cfg, &mut arena, &mut rep);
+        assert_eq!(raidcore_pool_shutdown(pool), RAIDCORE_OK);
+        (*ops[2].ctx.cast::<Vec<u8>>()).copy_from_slice(&old);
+        let pool = import(&ops, &cfg, &mut arena, &mut rep);
+        assert_eq!(rep.behind_slots, 1 << 2, "{rep:?}");
+        let mut m = raidcore_maintenance_report::default();
+        for _ in 0..1000 {
+            assert_eq!(raidcore_maintenance(pool, &mut m), RAIDCORE_OK);
+            if m.idle {
+                break;
+            }
+        }
+        assert!(m.idle, "maintenance went idle");
+        assert_eq!(raidcore_fail_disk(pool, 0), RAIDCORE_OK);
+        let mut back = [0u8; 4096];
+        for lba in 0..64 {
+            assert_eq!(
+                raidcore_read(pool, lun, lba, back.as_mut_ptr(), back.len()),
+                RAIDCORE_OK
+            );
+            let salt = if lba < 16 { 2 } else { 1 };
+            assert!(
+                back == fill(salt, lba),
+                "block {lba} reads what was written last"
+            );
+        }
+        assert_eq!(raidcore_pool_shutdown(pool), RAIDCORE_OK);
+    }
+}

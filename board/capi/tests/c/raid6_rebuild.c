@@ -220,7 +220,8 @@ int main(int argc, char **argv) {
   memset(arena, 0xA5, arena_len);
   raidcore_import_report ir;
   CHECK(raidcore_pool_import(found, (uint32_t)n, &cfg, arena, arena_len, &pool, &ir));
-  printf("imported: %u missing, %u refused\n", ir.missing, ir.refused);
+  printf("imported: %u missing, %u refused, behind mask 0x%x\n", ir.missing, ir.refused,
+         (unsigned)ir.behind_slots);
   verify(pool, lun, data, blocks, "after import");
   CHECK(raidcore_pool_shutdown(pool));
   printf("PASSED\n");
