@@ -77,6 +77,12 @@
 // written. Free the space and call [`raidcore_pool_resume`].
 #define RAIDCORE_E_SUSPENDED -18
 
+// Import: the pool opens only as it was at an earlier point (its log is unreadable before the
+// last flush's end, or a forced import found only members taken back); nothing was written.
+// `RAIDCORE_IMPORT_REWIND` opens it so, and the blocks written after that point then read
+// their older contents.
+#define RAIDCORE_E_REWIND_NEEDED -19
+
 // Disk callback result: done.
 #define RAIDCORE_DISK_OK 0
 
@@ -101,9 +107,9 @@
 
 // `raidcore_pool_import_with` flag: a rewind (as `zpool import -F`): a log unreadable before
 // the last flush's end is cut there instead of refused, and a forced import whose members in
-// sync are all missing (`RAIDCORE_E_CORRUPT` without it) opens as the members taken back
-// left it; the writes after that are lost and the blocks they wrote read their older
-// contents.
+// sync are all missing opens as the members taken back left it (without it, both are
+// `RAIDCORE_E_REWIND_NEEDED`); the writes after that are lost and the blocks they wrote read
+// their older contents.
 #define RAIDCORE_IMPORT_REWIND 2
 
 // `raidcore_config.level`: striping, no redundancy.

@@ -86,6 +86,11 @@ pub const RAIDCORE_E_LUN: i32 = -17;
 /// The pool is suspended (a disk reported its host's storage full or read-only); nothing was
 /// written. Free the space and call [`raidcore_pool_resume`].
 pub const RAIDCORE_E_SUSPENDED: i32 = -18;
+/// Import: the pool opens only as it was at an earlier point (its log is unreadable before the
+/// last flush's end, or a forced import found only members taken back); nothing was written.
+/// `RAIDCORE_IMPORT_REWIND` opens it so, and the blocks written after that point then read
+/// their older contents.
+pub const RAIDCORE_E_REWIND_NEEDED: i32 = -19;
 
 /// Disk callback result: done.
 pub const RAIDCORE_DISK_OK: i32 = 0;
@@ -106,9 +111,9 @@ pub const RAIDCORE_DISK_FAILED: i32 = -4;
 pub const RAIDCORE_IMPORT_FORCE: u32 = 1;
 /// `raidcore_pool_import_with` flag: a rewind (as `zpool import -F`): a log unreadable before
 /// the last flush's end is cut there instead of refused, and a forced import whose members in
-/// sync are all missing (`RAIDCORE_E_CORRUPT` without it) opens as the members taken back
-/// left it; the writes after that are lost and the blocks they wrote read their older
-/// contents.
+/// sync are all missing opens as the members taken back left it (without it, both are
+/// `RAIDCORE_E_REWIND_NEEDED`); the writes after that are lost and the blocks they wrote read
+/// their older contents.
 pub const RAIDCORE_IMPORT_REWIND: u32 = 2;
 
 /// `raidcore_config.level`: striping, no redundancy.
@@ -421,7 +426,10 @@ fn open_code(e: OpenError) -> i32 {
         OpenError::Geometry(_) | OpenError::Config(_) | OpenError::Disks => RAIDCORE_E_INVALID,
         OpenError::Memory { .. } => RAIDCORE_E_MEMORY,
         OpenError::TooManyMissing { .. } => RAIDCORE_E_TOO_MANY_MISSING,
-        OpenError::NoValidRoot | OpenError::RewindNeeded => RAIDCORE_E_CORRUPT,
+        OpenError::NoValidRoot => RAIDCORE_E_CORRUPT,
+        OpenError::RewindNeeded | OpenError::Io(IoError::LogLost { .. }) => {
+            RAIDCORE_E_REWIND_NEEDED
+        }
         OpenError::Io(e) => io_code(e),
         _ => RAIDCORE_E_NO_POOL,
     }
@@ -1114,6 +1122,7 @@ pub extern "C" fn raidcore_error_name(code: i32) -> *const c_char {
         RAIDCORE_E_PANIC => c"panic caught; pool poisoned",
         RAIDCORE_E_LUN => c"LUN refused",
         RAIDCORE_E_SUSPENDED => c"pool suspended (host storage full or read-only)",
+        RAIDCORE_E_REWIND_NEEDED => c"pool opens only as it was earlier (import with rewind)",
         _ => c"unknown code",
     };
     s.as_ptr()

@@ -61,14 +61,15 @@ fn config() -> raidcore_config {
     c
 }
 
-/// The C descriptions of the in-memory `disks`, with flush callback `flush`.
+/// The C descriptions of the in-memory `disks` (512-byte blocks), with flush callback
+/// `flush`.
 fn disk_ops(disks: &mut [Vec<u8>], flush: raidcore_flush_fn) -> Vec<raidcore_disk> {
     disks
         .iter_mut()
         .map(|d| raidcore_disk {
             ctx: (d as *mut Vec<u8>).cast(),
             block_size: 512,
-            block_count: BLOCKS,
+            block_count: (d.len() / 512) as u64,
             read: Some(read),
             write: Some(write),
             flush,
@@ -349,6 +350,62 @@ fn an_older_copy_put_back_is_reported_behind_and_resynced() {
                 "block {lba} reads what was written last"
             );
         }
+        assert_eq!(raidcore_pool_shutdown(pool), RAIDCORE_OK);
+    }
+}
+
+/// RAID-1: member 0 failed by hand and left, the pool wrote on, then member 1 is gone. A forced
+/// import of member 0 alone would serve it as it left: refused with `RAIDCORE_E_REWIND_NEEDED`,
+/// opened with `RAIDCORE_IMPORT_REWIND`, reading what member 0 held.
+#[test]
+fn a_forced_import_of_a_member_taken_back_alone_needs_a_rewind() {
+    let mut cfg = config();
+    cfg.level = RAIDCORE_RAID1;
+    // Big enough for the segments a mirror of two needs.
+    let mut disks: Vec<Vec<u8>> = (0..2).map(|_| vec![0u8; 16 << 20]).collect();
+    let ops = disk_ops(&mut disks, Some(flush_only));
+    let mut arena = Vec::new();
+    // SAFETY: valid config, disks, arena and out pointers; all outlive the pools.
+    unsafe {
+        let pool = create(&ops, 2, &cfg, &mut arena);
+        let mut lun = 0u16;
+        assert_eq!(
+            raidcore_lun_create(pool, c"t".as_ptr(), 8, &mut lun),
+            RAIDCORE_OK
+        );
+        let write = |pool, b: &[u8; 4096]| {
+            let code = raidcore_write(pool, lun, 0, b.as_ptr(), b.len(), true);
+            assert_eq!(code, RAIDCORE_OK);
+        };
+        write(pool, &[1; 4096]);
+        assert_eq!(raidcore_fail_disk(pool, 0), RAIDCORE_OK);
+        write(pool, &[2; 4096]);
+        assert_eq!(raidcore_pool_shutdown(pool), RAIDCORE_OK);
+        let mut pool = null_mut();
+        let mut import = |flags: u32| {
+            raidcore_pool_import_with(
+                ops.as_ptr(),
+                1,
+                &cfg,
+                flags,
+                arena.as_mut_ptr(),
+                arena.len(),
+                &mut pool,
+                null_mut(),
+                null_mut(),
+            )
+        };
+        assert_eq!(import(RAIDCORE_IMPORT_FORCE), RAIDCORE_E_REWIND_NEEDED);
+        let name = core::ffi::CStr::from_ptr(raidcore_error_name(RAIDCORE_E_REWIND_NEEDED));
+        assert!(name.to_str().unwrap().contains("rewind"), "{name:?}");
+        let both = RAIDCORE_IMPORT_FORCE | RAIDCORE_IMPORT_REWIND;
+        assert_eq!(import(both), RAIDCORE_OK);
+        let mut back = [0u8; 4096];
+        assert_eq!(
+            raidcore_read(pool, lun, 0, back.as_mut_ptr(), back.len()),
+            RAIDCORE_OK
+        );
+        assert!(back == [1; 4096], "as member 0 left it");
         assert_eq!(raidcore_pool_shutdown(pool), RAIDCORE_OK);
     }
 }
