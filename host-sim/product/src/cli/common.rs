@@ -5,7 +5,8 @@
 use std::path::Path;
 use std::time::Duration;
 
-use raidcore::pool::PoolConfig;
+use raidcore::error::IoError;
+use raidcore::pool::{OpenError, PoolConfig};
 
 use super::console::{Console, Failure, bar};
 use crate::control::client::Client;
@@ -68,6 +69,27 @@ pub fn reply_failure(r: &Reply) -> Failure {
     }
 }
 
+/// The failure of opening the pool in `dir` (forced or not); one a rewind would open (a log
+/// unreadable before the last flush's end, members taken back alone) names the import that
+/// does it.
+#[must_use]
+pub fn open_failure(dir: &Path, e: &DirError, force: bool) -> Failure {
+    match (dir_failure(e), e) {
+        (
+            Failure::Error(m),
+            DirError::Open(OpenError::Io(IoError::LogLost { .. }) | OpenError::RewindNeeded),
+        ) => {
+            let force = if force { " --force" } else { "" };
+            Failure::Error(format!(
+                "{m}; `raidcore import --dir {}{force} --rewind` opens the pool as it was then, \
+                 losing the writes made since (their blocks then read their older contents)",
+                dir.display()
+            ))
+        }
+        (f, _) => f,
+    }
+}
+
 /// Opens the pool in `dir` with the default run-time policy, `members` making each image a
 /// member, and says what import recovered and could not.
 pub fn open<M: Members>(
@@ -75,7 +97,8 @@ pub fn open<M: Members>(
     members: impl Into<M>,
     con: Console,
 ) -> Result<PoolDir<M>, Failure> {
-    let mut dp = PoolDir::open(dir, PoolConfig::default(), members).map_err(|e| dir_failure(&e))?;
+    let mut dp = PoolDir::open(dir, PoolConfig::default(), members)
+        .map_err(|e| open_failure(dir, &e, false))?;
     report_import(&mut dp, con);
     Ok(dp)
 }
@@ -330,4 +353,34 @@ pub fn request<M: Members>(
     let reply = call::<M>(dir, members, req, wait, con).map_err(|f| fail_json(f, json, con))?;
     present(&reply, json, con)?;
     Ok(reply)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every command that opens a pool (`serve`, `status`, …) names the import a rewind needs;
+    /// other failures keep their message.
+    #[test]
+    fn an_open_a_rewind_would_make_names_the_import() {
+        let dir = Path::new("/pools/p");
+        let lost = DirError::Open(OpenError::Io(IoError::LogLost { addr: 4096 }));
+        let Failure::Error(m) = open_failure(dir, &lost, false) else {
+            panic!("an error");
+        };
+        assert!(
+            m.contains("`raidcore import --dir /pools/p --rewind`"),
+            "{m}"
+        );
+        let Failure::Error(m) = open_failure(dir, &DirError::Open(OpenError::RewindNeeded), true)
+        else {
+            panic!("an error");
+        };
+        assert!(m.contains("--dir /pools/p --force --rewind"), "{m}");
+        let Failure::Error(m) = open_failure(dir, &DirError::Open(OpenError::NoValidRoot), false)
+        else {
+            panic!("an error");
+        };
+        assert!(!m.contains("--rewind"), "{m}");
+    }
 }

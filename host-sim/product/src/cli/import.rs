@@ -7,10 +7,9 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use raidcore::error::IoError;
-use raidcore::pool::{OpenError, PoolConfig};
+use raidcore::pool::PoolConfig;
 
-use super::common::{dir_failure, fail_json, present, report_import};
+use super::common::{self, dir_failure, fail_json, present, report_import};
 use super::console::{Console, Failure};
 use crate::control::{ImportSummary, Reply};
 use crate::dir::look::look_with;
@@ -63,24 +62,12 @@ pub fn run<M: Members>(a: &ImportArgs, members: impl Into<M>, con: Console) -> R
     present(&reply, a.json, con)
 }
 
-/// The failure of import `a`; one a rewind would open (a log unreadable before the last
-/// flush's end, members taken back alone) names the same command with `--rewind`.
+/// The failure of import `a`; one a rewind would open names the same command with `--rewind`.
 fn open_failure(e: &DirError, a: &ImportArgs) -> Failure {
-    let f = dir_failure(e);
-    match (f, e) {
-        (
-            Failure::Error(m),
-            DirError::Open(OpenError::Io(IoError::LogLost { .. }) | OpenError::RewindNeeded),
-        ) if !a.rewind => {
-            let force = if a.force { " --force" } else { "" };
-            Failure::Error(format!(
-                "{m}; `raidcore import --dir {}{force} --rewind` opens the pool as it was then, \
-                 losing the writes made since (their blocks then read their older \
-                 contents)",
-                a.dir.display()
-            ))
-        }
-        (f, _) => f,
+    if a.rewind {
+        dir_failure(e)
+    } else {
+        common::open_failure(&a.dir, e, a.force)
     }
 }
 

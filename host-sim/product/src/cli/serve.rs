@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use clap::Args;
 use raidcore::pool::PoolConfig;
 
-use super::common::report_import;
+use super::common::{open_failure, report_import};
 use super::console::{Console, Failure};
 use super::values::duration_arg;
 use crate::dir::{DirError, ImageRole, Members, PoolDir};
@@ -108,12 +108,13 @@ where
     let sync = !a.no_sync;
     nbd::serve(config, move || {
         let dp = PoolDir::open(&dir, PoolConfig::default(), members(sync)).map_err(|e| {
-            let kind = if matches!(e, DirError::InUse(_)) {
-                std::io::ErrorKind::AddrInUse
-            } else {
-                std::io::ErrorKind::Other
-            };
-            std::io::Error::new(kind, e)
+            if matches!(e, DirError::InUse(_)) {
+                return std::io::Error::new(std::io::ErrorKind::AddrInUse, e);
+            }
+            match open_failure(&dir, &e, false) {
+                Failure::Error(m) => std::io::Error::other(m),
+                _ => std::io::Error::other(e),
+            }
         })?;
         let mut dp: PoolDir<M> = dp;
         report_import(&mut dp, con);
