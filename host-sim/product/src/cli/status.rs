@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-use super::common::{dir_failure, fail_json, present};
+use super::common::{fail_json, open_failure, present};
 use super::console::{Console, Failure, exit};
 use crate::control::client::Client;
 use crate::control::{Reply, Request};
@@ -43,12 +43,16 @@ fn ask(dir: &Path) -> Result<Reply, Failure> {
             .call(&Request::Status)
             .map_err(|e| Failure::Error(e.to_string()));
     }
-    let l = look(dir).map_err(|e| dir_failure(&e))?;
+    let l = look(dir).map_err(|e| open_failure(dir, &e, false))?;
     let mut reply = Reply::done();
     reply.status = Some(l.status);
     if let Some(e) = l.error {
         reply.ok = false;
         reply.error = ops::error_reply(&e).error;
+        if let (Some(err), Failure::Error(m)) = (reply.error.as_mut(), open_failure(dir, &e, false))
+        {
+            err.message = m;
+        }
     }
     Ok(reply)
 }
