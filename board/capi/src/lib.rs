@@ -423,7 +423,10 @@ fn io_code(e: IoError) -> i32 {
 
 fn open_code(e: OpenError) -> i32 {
     match e {
-        OpenError::Geometry(_) | OpenError::Config(_) | OpenError::Disks => RAIDCORE_E_INVALID,
+        OpenError::Geometry(_)
+        | OpenError::TooFewSegments { .. }
+        | OpenError::Config(_)
+        | OpenError::Disks => RAIDCORE_E_INVALID,
         OpenError::Memory { .. } => RAIDCORE_E_MEMORY,
         OpenError::TooManyMissing { .. } => RAIDCORE_E_TOO_MANY_MISSING,
         OpenError::NoValidRoot => RAIDCORE_E_CORRUPT,

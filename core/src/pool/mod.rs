@@ -178,6 +178,18 @@ pub enum OpenError {
     RewindNeeded,
     /// No checkpoint root whose tables read back intact.
     NoValidRoot,
+    /// Creation: the disks hold `segments` log segments, fewer than the `needed` the log, its
+    /// reserve and the cleaner's take (a segment holds a checkpoint's worst case twice, so its
+    /// size follows the configuration, not the disks). Disks of `min_disk_bytes` each, or
+    /// larger, would do for this level, strip and configuration.
+    TooFewSegments {
+        /// Segments the disks hold.
+        segments: u32,
+        /// Segments needed.
+        needed: u32,
+        /// Smallest disk size (bytes) that holds them.
+        min_disk_bytes: u64,
+    },
     /// I/O during creation or recovery failed.
     Io(IoError),
 }
@@ -226,6 +238,16 @@ impl core::fmt::Display for OpenError {
                  was when they left, older than what it last served (a rewind)",
             ),
             OpenError::NoValidRoot => f.write_str("no intact checkpoint root found"),
+            OpenError::TooFewSegments {
+                segments,
+                needed,
+                min_disk_bytes,
+            } => write!(
+                f,
+                "disks too small: they hold {segments} log segments of the {needed} the pool \
+                 needs; each disk must have at least {} MiB for this level and strip size",
+                min_disk_bytes.div_ceil(1 << 20)
+            ),
             OpenError::Io(e) => write!(f, "{e}"),
         }
     }
@@ -784,7 +806,12 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         let segments = (geo.stripes() / u64::from(seg_stripes)) as u32;
         let min = 2 * u32::from(cfg.reserved_segments) + cfg.cleaner_reserve + 2;
         if segments < min {
-            return Err(OpenError::Geometry(GeometryError::TooSmall));
+            let strips = u64::from(min) * u64::from(seg_stripes) * geo.strip_blocks();
+            return Err(OpenError::TooFewSegments {
+                segments,
+                needed: min,
+                min_disk_bytes: (geo.data_start_lba() + strips) * geo.block_bytes() as u64,
+            });
         }
         Ok(PoolLayout {
             zil_slots: cfg.zil_slots,

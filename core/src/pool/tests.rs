@@ -931,3 +931,35 @@ fn a_forced_import_takes_a_failed_member_back_and_serves_no_other_data() {
     assert!(rep.forced.is_empty() && rep.refused.is_empty(), "{rep:?}");
     assert_eq!(p.status().disks[1].state, DiskState::Online);
 }
+
+/// A mirror of two small disks holds too few log segments: creation says how many, and the
+/// disk size it names is enough, while one block less is not.
+#[test]
+fn disks_too_small_for_the_log_name_the_size_that_is_enough() {
+    let c = PoolConfig {
+        level: Level::Raid1,
+        ..cfg()
+    };
+    let create = |blocks: u64| {
+        let mem = vec![0u8; TestPool::memory_bytes(&c, 2)];
+        TestPool::create(disks(2, blocks), disks(0, blocks), c, [7; 16], mem)
+    };
+    let Err(OpenError::TooFewSegments {
+        segments,
+        needed,
+        min_disk_bytes,
+    }) = create(8192)
+    else {
+        panic!("4 MiB disks are refused for too few segments");
+    };
+    assert!(segments < needed, "{segments} of {needed}");
+    assert_eq!(min_disk_bytes % 512, 0);
+    let enough = min_disk_bytes / 512;
+    assert!(create(enough).is_ok(), "{enough} blocks");
+    let short = create(enough - 1);
+    assert!(
+        matches!(short, Err(OpenError::TooFewSegments { .. })),
+        "{:?}",
+        short.err()
+    );
+}
