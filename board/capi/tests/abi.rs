@@ -113,6 +113,18 @@ unsafe fn create(
     pool
 }
 
+/// A new LUN "t" of `blocks` 4 KiB blocks.
+///
+/// # Safety
+/// `pool` is a live handle.
+unsafe fn new_lun(pool: *mut raidcore_pool, blocks: u64) -> u16 {
+    let mut lun = 0u16;
+    // SAFETY: the caller's promise; the name is NUL-terminated and `lun` writable.
+    let code = unsafe { raidcore_lun_create(pool, c"t".as_ptr(), blocks, &mut lun) };
+    assert_eq!(code, RAIDCORE_OK);
+    lun
+}
+
 #[test]
 fn null_pointers_and_bad_settings_are_refused() {
     let mut cfg = config();
@@ -159,11 +171,7 @@ fn a_callback_calling_its_own_pool_is_refused_with_busy() {
     // SAFETY: valid config, disks, arena and out pointers; all outlive the pool.
     unsafe {
         let pool = create(&ops, 6, &cfg, &mut arena);
-        let mut lun = 0u16;
-        assert_eq!(
-            raidcore_lun_create(pool, c"t".as_ptr(), 64, &mut lun),
-            RAIDCORE_OK
-        );
+        let lun = new_lun(pool, 64);
         let block = [0x5Au8; 4096];
         assert_eq!(
             raidcore_write(pool, lun, 3, block.as_ptr(), block.len(), false),
@@ -233,24 +241,13 @@ fn a_forced_import_takes_a_failed_member_back() {
         assert_eq!(raidcore_fail_disk(pool, 1), RAIDCORE_OK);
         assert_eq!(raidcore_pool_shutdown(pool), RAIDCORE_OK);
         let given = [ops[0], ops[2], ops[1]];
-        let mut pool = null_mut();
         let mut forced = 0u32;
-        let mut import = |flags: u32, forced: &mut u32| {
-            raidcore_pool_import_with(
-                given.as_ptr(),
-                3,
-                &cfg,
-                flags,
-                arena.as_mut_ptr(),
-                arena.len(),
-                &mut pool,
-                null_mut(),
-                forced,
-            )
-        };
-        assert_eq!(import(0, &mut forced), RAIDCORE_E_TOO_MANY_MISSING);
-        assert_eq!(import(4, &mut forced), RAIDCORE_E_INVALID);
-        assert_eq!(import(RAIDCORE_IMPORT_FORCE, &mut forced), RAIDCORE_OK);
+        let mut import =
+            |flags: u32| import_with(&given, &cfg, flags, &mut arena, null_mut(), &mut forced);
+        assert_eq!(import(0).0, RAIDCORE_E_TOO_MANY_MISSING);
+        assert_eq!(import(4).0, RAIDCORE_E_INVALID);
+        let (code, pool) = import(RAIDCORE_IMPORT_FORCE);
+        assert_eq!(code, RAIDCORE_OK);
         assert_eq!(forced, 1 << 1);
         let mut st = core::mem::MaybeUninit::<raidcore_status>::uninit();
         assert_eq!(raidcore_pool_status(pool, st.as_mut_ptr()), RAIDCORE_OK);
@@ -261,29 +258,49 @@ fn a_forced_import_takes_a_failed_member_back() {
     }
 }
 
+/// `raidcore_pool_import_with` of the disks `ops` with `flags`, into `arena`: the code and
+/// the handle (null on failure).
+///
+/// # Safety
+/// `ops`' contexts and `arena` outlive the pool; `report` and `forced` are null or writable.
+unsafe fn import_with(
+    ops: &[raidcore_disk],
+    cfg: &raidcore_config,
+    flags: u32,
+    arena: &mut [u8],
+    report: *mut raidcore_import_report,
+    forced: *mut u32,
+) -> (i32, *mut raidcore_pool) {
+    let mut pool = null_mut();
+    // SAFETY: the caller's promises; `pool` is writable.
+    let code = unsafe {
+        raidcore_pool_import_with(
+            ops.as_ptr(),
+            ops.len() as u32,
+            cfg,
+            flags,
+            arena.as_mut_ptr(),
+            arena.len(),
+            &mut pool,
+            report,
+            forced,
+        )
+    };
+    (code, pool)
+}
+
 /// Imports the pool of `ops` with no flags; `*report` receives what import found.
 ///
 /// # Safety
-/// `ops`' contexts and `arena` outlive the pool.
+/// As for [`import_with`].
 unsafe fn import(
     ops: &[raidcore_disk],
     cfg: &raidcore_config,
     arena: &mut [u8],
     report: &mut raidcore_import_report,
 ) -> *mut raidcore_pool {
-    let mut pool = null_mut();
-    // SAFETY: the caller's promises; `pool` and `report` are writable.
-    let code = unsafe {
-        raidcore_pool_import(
-            ops.as_ptr(),
-            ops.len() as u32,
-            cfg,
-            arena.as_mut_ptr(),
-            arena.len(),
-            &mut pool,
-            report,
-        )
-    };
+    // SAFETY: the caller's promises.
+    let (code, pool) = unsafe { import_with(ops, cfg, 0, arena, report, null_mut()) };
     assert_eq!(code, RAIDCORE_OK);
     pool
 }
@@ -303,11 +320,7 @@ fn an_older_copy_put_back_is_reported_behind_and_resynced() {
     // taken and put back while no pool holds the disks.
     unsafe {
         let pool = create(&ops, 4, &cfg, &mut arena);
-        let mut lun = 0u16;
-        assert_eq!(
-            raidcore_lun_create(pool, c"t".as_ptr(), 64, &mut lun),
-            RAIDCORE_OK
-        );
+        let lun = new_lun(pool, 64);
         let write = |pool, lo: u64, hi: u64, salt: u8| {
             for lba in lo..hi {
                 let b = fill(salt, lba);
@@ -368,11 +381,7 @@ fn a_forced_import_of_a_member_taken_back_alone_needs_a_rewind() {
     // SAFETY: valid config, disks, arena and out pointers; all outlive the pools.
     unsafe {
         let pool = create(&ops, 2, &cfg, &mut arena);
-        let mut lun = 0u16;
-        assert_eq!(
-            raidcore_lun_create(pool, c"t".as_ptr(), 8, &mut lun),
-            RAIDCORE_OK
-        );
+        let lun = new_lun(pool, 8);
         let write = |pool, b: &[u8; 4096]| {
             let code = raidcore_write(pool, lun, 0, b.as_ptr(), b.len(), true);
             assert_eq!(code, RAIDCORE_OK);
@@ -381,25 +390,14 @@ fn a_forced_import_of_a_member_taken_back_alone_needs_a_rewind() {
         assert_eq!(raidcore_fail_disk(pool, 0), RAIDCORE_OK);
         write(pool, &[2; 4096]);
         assert_eq!(raidcore_pool_shutdown(pool), RAIDCORE_OK);
-        let mut pool = null_mut();
-        let mut import = |flags: u32| {
-            raidcore_pool_import_with(
-                ops.as_ptr(),
-                1,
-                &cfg,
-                flags,
-                arena.as_mut_ptr(),
-                arena.len(),
-                &mut pool,
-                null_mut(),
-                null_mut(),
-            )
-        };
-        assert_eq!(import(RAIDCORE_IMPORT_FORCE), RAIDCORE_E_REWIND_NEEDED);
+        let mut import =
+            |flags: u32| import_with(&ops[..1], &cfg, flags, &mut arena, null_mut(), null_mut());
+        assert_eq!(import(RAIDCORE_IMPORT_FORCE).0, RAIDCORE_E_REWIND_NEEDED);
         let name = core::ffi::CStr::from_ptr(raidcore_error_name(RAIDCORE_E_REWIND_NEEDED));
         assert!(name.to_str().unwrap().contains("rewind"), "{name:?}");
         let both = RAIDCORE_IMPORT_FORCE | RAIDCORE_IMPORT_REWIND;
-        assert_eq!(import(both), RAIDCORE_OK);
+        let (code, pool) = import(both);
+        assert_eq!(code, RAIDCORE_OK);
         let mut back = [0u8; 4096];
         assert_eq!(
             raidcore_read(pool, lun, 0, back.as_mut_ptr(), back.len()),
