@@ -806,11 +806,13 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         let segments = (geo.stripes() / u64::from(seg_stripes)) as u32;
         let min = 2 * u32::from(cfg.reserved_segments) + cfg.cleaner_reserve + 2;
         if segments < min {
-            let strips = u64::from(min) * u64::from(seg_stripes) * geo.strip_blocks();
+            let blocks = (u64::from(min) * u64::from(seg_stripes))
+                .saturating_mul(geo.strip_blocks())
+                .saturating_add(geo.data_start_lba());
             return Err(OpenError::TooFewSegments {
                 segments,
                 needed: min,
-                min_disk_bytes: (geo.data_start_lba() + strips) * geo.block_bytes() as u64,
+                min_disk_bytes: blocks.saturating_mul(geo.block_bytes() as u64),
             });
         }
         Ok(PoolLayout {

@@ -69,23 +69,30 @@ pub fn reply_failure(r: &Reply) -> Failure {
     }
 }
 
-/// The failure of opening the pool in `dir` (forced or not); one a rewind would open (a log
-/// unreadable before the last flush's end, members taken back alone) names the import that
-/// does it.
+/// What the failure `e` of opening the pool in `dir` (forced or not) adds when only a rewind
+/// would open it (a log unreadable before the last flush's end, members taken back alone): the
+/// import that does it.
+#[must_use]
+pub fn rewind_hint(dir: &Path, e: &DirError, force: bool) -> Option<String> {
+    matches!(
+        e,
+        DirError::Open(OpenError::Io(IoError::LogLost { .. }) | OpenError::RewindNeeded)
+    )
+    .then(|| {
+        let force = if force { " --force" } else { "" };
+        format!(
+            "; `raidcore import --dir {}{force} --rewind` opens the pool as it was then, losing \
+             the writes made since (their blocks then read their older contents)",
+            dir.display()
+        )
+    })
+}
+
+/// The failure of opening the pool in `dir` (forced or not), with the [`rewind_hint`].
 #[must_use]
 pub fn open_failure(dir: &Path, e: &DirError, force: bool) -> Failure {
-    match (dir_failure(e), e) {
-        (
-            Failure::Error(m),
-            DirError::Open(OpenError::Io(IoError::LogLost { .. }) | OpenError::RewindNeeded),
-        ) => {
-            let force = if force { " --force" } else { "" };
-            Failure::Error(format!(
-                "{m}; `raidcore import --dir {}{force} --rewind` opens the pool as it was then, \
-                 losing the writes made since (their blocks then read their older contents)",
-                dir.display()
-            ))
-        }
+    match (dir_failure(e), rewind_hint(dir, e, force)) {
+        (Failure::Error(m), Some(hint)) => Failure::Error(m + &hint),
         (f, _) => f,
     }
 }

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use clap::Args;
 use raidcore::pool::PoolConfig;
 
-use super::common::{open_failure, report_import};
+use super::common::{report_import, rewind_hint};
 use super::console::{Console, Failure};
 use super::values::duration_arg;
 use crate::dir::{DirError, ImageRole, Members, PoolDir};
@@ -111,9 +111,9 @@ where
             if matches!(e, DirError::InUse(_)) {
                 return std::io::Error::new(std::io::ErrorKind::AddrInUse, e);
             }
-            match open_failure(&dir, &e, false) {
-                Failure::Error(m) => std::io::Error::other(m),
-                _ => std::io::Error::other(e),
+            match rewind_hint(&dir, &e, false) {
+                Some(hint) => std::io::Error::other(format!("{e}{hint}")),
+                None => std::io::Error::other(e),
             }
         })?;
         let mut dp: PoolDir<M> = dp;

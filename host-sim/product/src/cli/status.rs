@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-use super::common::{fail_json, open_failure, present};
+use super::common::{fail_json, open_failure, present, rewind_hint};
 use super::console::{Console, Failure, exit};
 use crate::control::client::Client;
 use crate::control::{Reply, Request};
@@ -49,9 +49,8 @@ fn ask(dir: &Path) -> Result<Reply, Failure> {
     if let Some(e) = l.error {
         reply.ok = false;
         reply.error = ops::error_reply(&e).error;
-        if let (Some(err), Failure::Error(m)) = (reply.error.as_mut(), open_failure(dir, &e, false))
-        {
-            err.message = m;
+        if let (Some(err), Some(hint)) = (reply.error.as_mut(), rewind_hint(dir, &e, false)) {
+            err.message.push_str(&hint);
         }
     }
     Ok(reply)
