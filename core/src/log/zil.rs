@@ -115,6 +115,30 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
     /// then on fewer members (import without one reads like before: roll-forward ends at the
     /// first item it cannot read).
     pub fn write_flush_mark(&mut self) -> Result<(), IoError> {
+        let copies = self.zil_copies();
+        self.write_mark(copies)
+    }
+
+    /// After a checkpoint's root is durable (at a clean stop): a [`FlushMark`] at the log
+    /// position the root names, on every writable member. Import takes a mark at or past a
+    /// root's position as proof that the root reached every member (the checkpoint appends its
+    /// tables and seals a stripe before the root, so no mark written earlier names that
+    /// stripe): a member then one root behind is an older copy put back, not a checkpoint cut
+    /// short.
+    pub fn write_checkpoint_mark(&mut self) -> Result<(), IoError> {
+        let all = self.array.geometry().disks();
+        self.write_mark(all)
+    }
+
+    /// Whether a flush mark at or past stripe `min_stripe_seq` is on any member (read-only
+    /// look; later marks are numbered after it).
+    pub fn marked_since(&mut self, min_stripe_seq: u64) -> Result<bool, IoError> {
+        Ok(self.newest_mark(min_stripe_seq)?.is_some())
+    }
+
+    /// Writes a mark naming the position now durable to `copies` writable members taken in
+    /// turn and flushes them ([`Self::write_flush_mark`]).
+    fn write_mark(&mut self, copies: usize) -> Result<(), IoError> {
         let at = (self.log.stripe_seq, self.log.zil_done as u32);
         if self.log.zil.marked == Some(at) {
             return Ok(());
@@ -128,7 +152,6 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
             mark_seq,
         };
         let lba = self.zil_lba(self.zil_ring_slots() + (mark_seq % 2) as u32);
-        let copies = self.zil_copies();
         let slot = self.item.get_mut(..SLOT_BYTES).ok_or(bug!(IoError))?;
         slot.fill(0);
         mark.encode(slot).map_err(IoError::Corrupt)?;

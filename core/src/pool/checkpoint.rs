@@ -30,6 +30,8 @@ pub(crate) struct Checkpoints {
     /// Durable pointers of its tables (LUN table, segment table, bad list): dead once the
     /// next checkpoint is written.
     pub table_ptrs: [BlockPtr; 3],
+    /// Its root is durable on every writable member (none missed the write or its flush).
+    pub everywhere: bool,
 }
 
 impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: usize, const S: usize>
@@ -180,7 +182,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
     }
 
     /// Writes `root` into its ring slot on every member and flushes; fails when no member
-    /// that took it is durable.
+    /// that took it is durable. Records whether every writable member took it.
     fn write_root(&mut self, root: &Root) -> Result<(), IoError> {
         let lba = self.root_lba((root.root_gen % u64::from(ROOT_SLOTS)) as u32);
         let (io, meta) = self.io_and_meta()?;
@@ -193,9 +195,11 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
                 io.counters.label_bytes += SLOT_BYTES as u64;
             }
         }
-        let durable = self.array.flush();
+        let took = DiskSet(self.array.flush().0 & written.0);
+        self.ckpt.everywhere =
+            (0..self.array.geometry().disks()).all(|d| took.contains(d) || !self.array.writable(d));
         self.after_membership_change()?;
-        if (durable.0 & written.0) == 0 {
+        if took.is_empty() {
             return Err(IoError::Faulted);
         }
         Ok(())

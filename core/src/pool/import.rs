@@ -395,7 +395,9 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             io.patches = &replay.zil_refs;
             LogScan::new(&mut io, root.log, &root.reserved, true, None).end(&mut io, &replay)?
         };
-        self.note_behind(root, end.items > 0, report);
+        // Items after the root, or a mark at its position: the root reached every member.
+        let complete = end.items > 0 || replay.durable_mark.is_some();
+        self.note_behind(root, complete, report);
         self.reopen_log(root, &end)?;
         self.replay_log(root, &replay, &end)?;
         let resynced = self.resync_log_tail(root, &end)?;
@@ -409,25 +411,21 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
     }
 
     /// Finds the members behind `root` and sets them rebuilding ([`ImportReport::behind`]).
-    /// `log_went_on`: items were logged after `root` (a read-only look, which reads no log,
-    /// passes false and sees only members more than one root behind).
-    pub(super) fn note_behind(
-        &mut self,
-        root: &Root,
-        log_went_on: bool,
-        report: &mut ImportReport,
-    ) {
-        let behind = self.behind_members(root, log_went_on, &report.forced);
+    /// `complete`: `root` is known to have reached every member (items were logged after it,
+    /// or a flush mark names its position); otherwise a member one root behind is taken for a
+    /// checkpoint cut short.
+    pub(super) fn note_behind(&mut self, root: &Root, complete: bool, report: &mut ImportReport) {
+        let behind = self.behind_members(root, complete, &report.forced);
         self.rejoin_behind(&behind, report);
     }
 
     /// Members the labels call in sync whose root rings are behind `root`
     /// ([`ImportReport::behind`]), each with the newest root it holds, most behind first.
-    /// `log_went_on`: pass 1 found items after `root`. Forced slots are left to the scrub.
+    /// `complete`: as for [`Self::note_behind`]. Forced slots are left to the scrub.
     /// Empty when the membership changed after `root` was written (a disk that joined since,
     /// a spare rebuilt, holds no root yet, or only one from an earlier time in this pool);
     /// otherwise only the roots written with the membership as it is count.
-    fn behind_members(&mut self, root: &Root, log_went_on: bool, forced: &[u8]) -> Vec<Behind, 32> {
+    fn behind_members(&mut self, root: &Root, complete: bool, forced: &[u8]) -> Vec<Behind, 32> {
         let mut behind: Vec<Behind, 32> = Vec::new();
         if root.config_gen != self.members.conf.generation {
             return behind;
@@ -437,7 +435,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             if !self.in_sync(d) || forced.contains(&(d as u8)) {
                 continue;
             }
-            if let Some((held, since)) = self.ring_behind(d, root, written, log_went_on) {
+            if let Some((held, since)) = self.ring_behind(d, root, written, complete) {
                 let _ = behind.push((d as u8, held, since));
             }
         }
@@ -485,14 +483,13 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
     /// ([`Since`]; none without a root, or when its own label names it rebuilding). A slot that cannot be read is a bad sector, and one that
     /// holds neither a root nor zeros is rot: neither shows a missed checkpoint. One root
     /// behind is a checkpoint the crash cut short (the roots go to every member before one
-    /// flush) unless the log went on after `root`, which it does only once every member holds
-    /// it.
+    /// flush) unless `root` is `complete`.
     fn ring_behind(
         &mut self,
         d: usize,
         root: &Root,
         written: u64,
-        log_went_on: bool,
+        complete: bool,
     ) -> Option<(u64, Option<Since>)> {
         let newest = self.newest_root_on(d);
         let have = newest.as_ref().map_or(0, |r| r.root_gen);
@@ -516,10 +513,8 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
                 _ => {}
             }
         }
-        // (A copy taken while the pool ran, after its last checkpoint, and put back after a
-        // clean stop is one root behind with nothing logged since too: not told apart yet.)
         let since = newest.as_ref().map(Since::of);
-        if lacking <= 1 && !(log_went_on && newest_older) {
+        if lacking <= 1 && !(complete && newest_older) {
             return None;
         }
         // A copy taken while it was rebuilding holds only what that rebuild had written.

@@ -1325,7 +1325,10 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
     }
 
     /// Flushes and checkpoints, then hands back the member disks (slot order; `None` for
-    /// missing ones), the spares and the arena.
+    /// missing ones), the spares and the arena. Once the last root is durable on every
+    /// writable member a flush mark at its log position goes to them all: a later import tells by it that the root reached
+    /// them all, so an older copy of a member put back is one root behind, not a checkpoint
+    /// the stop cut short.
     ///
     /// # Errors
     /// The flush's or checkpoint's error; [`IoError::Faulted`] for a faulted pool, which can
@@ -1335,6 +1338,10 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         self.serving()?;
         self.flush_all()?;
         self.write_checkpoint()?;
+        if self.ckpt.everywhere {
+            self.io()?.write_checkpoint_mark()?;
+            self.after_membership_change()?;
+        }
         Ok(self.into_parts())
     }
 

@@ -51,8 +51,13 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         pool.ckpt.root_gen = root.root_gen;
         pool.counters = root.counters;
         pool.restore_rebuild(&root);
-        // (In memory only: what the import would set rebuilding.)
-        pool.note_behind(&root, false, &mut report);
+        // (In memory only: what the import would set rebuilding. Without reading the log it
+        // knows the root complete only by a mark.)
+        let marked = pool
+            .io()
+            .and_then(|mut io| io.marked_since(root.log.next_stripe_seq))
+            .unwrap_or(false);
+        pool.note_behind(&root, marked, &mut report);
         report.root_gen = root.root_gen;
         Ok((Peek { pool }, report))
     }
