@@ -1326,9 +1326,9 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
 
     /// Flushes and checkpoints, then hands back the member disks (slot order; `None` for
     /// missing ones), the spares and the arena. Once the last root is durable on every
-    /// writable member a flush mark at its log position goes to them all: a later import tells by it that the root reached
-    /// them all, so an older copy of a member put back is one root behind, not a checkpoint
-    /// the stop cut short.
+    /// writable member, a flush mark at its log position goes to each of them: by it a later
+    /// import knows that root complete, so an older copy of a member put back one root behind
+    /// is resynced, not taken for a checkpoint the stop cut short.
     ///
     /// # Errors
     /// The flush's or checkpoint's error; [`IoError::Faulted`] for a faulted pool, which can

@@ -692,6 +692,11 @@ fn a_copy_one_checkpoint_behind_is_resynced_too() {
         force: false,
         rewind: false,
     };
+    // The read-only look reads the mark too.
+    let (look, rep) = TestPool::peek(all, opts, mem).unwrap();
+    assert_eq!(rep.behind.as_slice(), [2], "{rep:?}");
+    let (members, spares, mem) = look.into_parts();
+    let all: Vec<RamDisk> = members.into_iter().flatten().chain(spares).collect();
     let (mut p, rep) = TestPool::import(all, opts, mem).unwrap();
     assert_eq!(rep.behind.as_slice(), [2], "{rep:?}");
     let (total, _) = resync_until_idle(&mut p);
