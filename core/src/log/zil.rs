@@ -169,9 +169,11 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
                 written = written.with(d);
             }
         }
-        if !self.array.flush_members(written).is_empty() {
-            self.log.zil.marked = Some(at);
+        // No copy durable: the flush is not acknowledged.
+        if self.array.flush_members(written).is_empty() {
+            return Err(IoError::Faulted);
         }
+        self.log.zil.marked = Some(at);
         Ok(())
     }
 

@@ -112,7 +112,6 @@ regressions! {
     scrub_superblock_copy_seed_8516,
     #[ignore = "known failing: wrong data: LUN 0 LBA 81: read version 0 but the model allows [45]"]
     soak_seed_3017607,
-    #[ignore = "known failing: wrong data: LUN 2 LBA 1: read version 0 but the model allows [60] (over tolerance)"]
     soak_seed_3030739,
     #[ignore = "known failing: wrong data: LUN 0 LBA 50: read data no write ever put there but the model allows [67]"]
     soak_seed_3048631,
