@@ -29,8 +29,9 @@ use crate::raid::{DiskState, Geometry};
 /// Format version written by this code; others are refused on import.
 /// (2: a rebuild cursor names the disk it belongs to; 3: segment entries carry the sequence
 /// number their use began with; 4: the last [`FLUSH_MARK_SLOTS`] slots of the intent-log area
-/// hold flush marks, not ring records.)
-pub const FORMAT_VERSION: u16 = 4;
+/// hold flush marks, not ring records; 5: 64-byte headers are sealed with [`header_crc`], not
+/// CRC32C.)
+pub const FORMAT_VERSION: u16 = 5;
 /// Magic of a superblock ("RCSUPER1").
 pub const SUPER_MAGIC: u64 = u64::from_le_bytes(*b"RCSUPER1");
 /// Magic of a checkpoint root ("RCROOT01").
@@ -230,8 +231,24 @@ pub struct ItemHeader {
     pub addr: u64,
 }
 
+/// The seal of a 64-byte header: CRC-32/ISO-HDLC (the CRC of Ethernet and zlib) of its bytes
+/// 0..60, through `crc`.
+///
+/// Not CRC32C, the payloads' checksum, because a CRC is linear: the XOR of two headers sealed
+/// with it (two versions of one item position, as the cleaner rewrites a segment in place) is
+/// a codeword of that CRC, and adding a codeword anywhere inside a payload leaves the
+/// payload's CRC unchanged. A parity rebuild against a torn stripe (power cut mid-write, one
+/// member holding the old version of such a header, parity the new) is off by exactly that
+/// XOR, so with one CRC for both it passed as the data written. A second, coprime polynomial
+/// makes that difference visible to the payload's CRC32C (but for a 2^-32 chance).
+pub fn header_crc(bytes: &[u8]) -> u32 {
+    HEADER_CRC.checksum(bytes)
+}
+
+static HEADER_CRC: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_ISO_HDLC);
+
 /// Framing shared by the fixed 64-byte headers ([`ItemHeader`], [`ZilHeader`], [`FlushMark`]):
-/// a 4-byte magic at 0 and the CRC32C of bytes 0..60 at 60. Zeroes the header at the start of
+/// a 4-byte magic at 0 and the [`header_crc`] of bytes 0..60 at 60. Zeroes the header at the start of
 /// `out`, writes `magic`, and returns it for the caller's fields.
 fn header_mut(out: &mut [u8], magic: u32) -> Result<&mut [u8], FormatError> {
     let b = out.get_mut(..HEADER_BYTES).ok_or(FormatError::Encode)?;
@@ -240,9 +257,10 @@ fn header_mut(out: &mut [u8], magic: u32) -> Result<&mut [u8], FormatError> {
     Ok(b)
 }
 
-/// Writes the CRC32C of a framed header's bytes 0..60 at 60 (the last step of encoding).
+/// Writes the [`header_crc`] of a framed header's bytes 0..60 at 60 (the last step of
+/// encoding).
 fn seal_header(b: &mut [u8]) -> Result<(), FormatError> {
-    let crc = crc32c(b.get(..60).ok_or(FormatError::Encode)?);
+    let crc = header_crc(b.get(..60).ok_or(FormatError::Encode)?);
     put(b, 60, &crc.to_le_bytes());
     Ok(())
 }
@@ -253,7 +271,7 @@ fn checked_header(b: &[u8], magic: u32) -> Result<&[u8], FormatError> {
     if get_u32(b, 0) != magic {
         return Err(FormatError::Magic);
     }
-    if crc32c(b.get(..60).ok_or(FormatError::Bounds)?) != get_u32(b, 60) {
+    if header_crc(b.get(..60).ok_or(FormatError::Bounds)?) != get_u32(b, 60) {
         return Err(FormatError::Crc);
     }
     Ok(b)
@@ -1094,6 +1112,43 @@ mod tests {
             ItemHeader::decode(&[0u8; 10], 1000),
             Err(FormatError::Bounds)
         );
+    }
+
+    /// A parity rebuild against a torn stripe adds the XOR of two versions of another member's
+    /// header to the rebuilt bytes. Sealed with the payloads' own CRC32C, that XOR left a
+    /// payload's CRC32C unchanged wherever it landed (the rebuild was served as the data
+    /// written); with [`header_crc`] it changes it.
+    #[test]
+    fn two_versions_of_a_header_xored_into_a_payload_change_its_crc32c() {
+        let (mut a, mut b) = ([0u8; 64], [0u8; 64]);
+        header().encode(&mut a).unwrap();
+        ItemHeader {
+            seq: 1944,
+            ..header()
+        }
+        .encode(&mut b)
+        .unwrap();
+        let delta: Vec<u8, 64> = a.iter().zip(&b).map(|(x, y)| x ^ y).collect();
+        // The same pair sealed with CRC32C, as format 4 did.
+        let reseal = |mut h: [u8; 64]| {
+            let c = crc32c(&h[..60]);
+            h[60..].copy_from_slice(&c.to_le_bytes());
+            h
+        };
+        let (a4, b4) = (reseal(a), reseal(b));
+        let delta4: Vec<u8, 64> = a4.iter().zip(&b4).map(|(x, y)| x ^ y).collect();
+        let payload: Vec<u8, 4096> = (0..4096u32).map(|i| (i * 7 + i / 13) as u8).collect();
+        for at in [0, 480, 4032] {
+            let xored = |d: &[u8]| {
+                let mut p = payload.clone();
+                for (x, y) in p[at..at + 64].iter_mut().zip(d) {
+                    *x ^= y;
+                }
+                crc32c(&p)
+            };
+            assert_eq!(xored(&delta4), crc32c(&payload), "CRC32C seal at {at}");
+            assert_ne!(xored(&delta), crc32c(&payload), "header_crc seal at {at}");
+        }
     }
 
     #[test]

@@ -91,7 +91,7 @@ pub fn check_decoders(input: &[u8]) -> Result<(), String> {
     let mut h = padded(input, 64);
     let raw = ItemHeader::decode(input, max);
     h[0..4].copy_from_slice(&ITEM_MAGIC.to_le_bytes());
-    let crc = format::crc32c(&h[..60]);
+    let crc = format::header_crc(&h[..60]);
     h[60..64].copy_from_slice(&crc.to_le_bytes());
     for hd in [raw, ItemHeader::decode(&h, max)].into_iter().flatten() {
         if hd.stored_len as usize > max
@@ -139,7 +139,7 @@ pub fn check_decoders(input: &[u8]) -> Result<(), String> {
     let raw = ZilHeader::decode(input, max);
     z[0..4].copy_from_slice(&ZIL_MAGIC.to_le_bytes());
     z[4..6].copy_from_slice(&format::FORMAT_VERSION.to_le_bytes());
-    let crc = format::crc32c(&z[..60]);
+    let crc = format::header_crc(&z[..60]);
     z[60..64].copy_from_slice(&crc.to_le_bytes());
     for hd in [raw, ZilHeader::decode(&z, max)].into_iter().flatten() {
         if hd.len == 0 || hd.len as usize > max {
@@ -489,7 +489,7 @@ mod tests {
         check_decoders(&input).unwrap();
         let mut h = padded(&input, 64);
         h[0..4].copy_from_slice(&ITEM_MAGIC.to_le_bytes());
-        let crc = format::crc32c(&h[..60]);
+        let crc = format::header_crc(&h[..60]);
         h[60..64].copy_from_slice(&crc.to_le_bytes());
         assert_eq!(
             ItemHeader::decode(&h, 25264),

@@ -113,10 +113,8 @@ regressions! {
     #[ignore = "known failing: wrong data: LUN 0 LBA 81: read version 0 but the model allows [45]"]
     soak_seed_3017607,
     soak_seed_3030739,
-    #[ignore = "known failing: wrong data: LUN 0 LBA 50: read data no write ever put there but the model allows [67]"]
     soak_seed_3048631,
     soak_seed_3049272,
-    #[ignore = "known failing: wrong data: LUN 3 LBA 46: read data no write ever put there but the model allows [54]"]
     soak_seed_3084257,
     #[ignore = "known failing: read error within tolerance: read of LUN 0 LBA 32+32 failed within tolerance: LUN 0 LBA 38: data lost"]
     soak_seed_3095274,
@@ -126,7 +124,6 @@ regressions! {
     soak_seed_4319345,
     #[ignore = "known failing: read error within tolerance: read of LUN 0 LBA 0+31 failed within tolerance: LUN 0 LBA 15: data lost"]
     soak_seed_4320785,
-    #[ignore = "known failing: wrong data: LUN 1 LBA 19: read data no write ever put there but the model allows [37]"]
     soak_seed_4323405,
     #[ignore = "known failing: read error within tolerance: read of LUN 2 LBA 24+24 failed within tolerance: LUN 2 LBA 37: data lost"]
     soak_seed_4502601,
@@ -149,13 +146,12 @@ regressions! {
     soak_seed_7869030,
     #[ignore = "known failing: read error within tolerance: read of LUN 1 LBA 37+11 failed within tolerance: LUN 1 LBA 37: data lost"]
     soak_seed_7870244,
-    #[ignore = "known failing: wrong data: LUN 2 LBA 1: read data no write ever put there but the model allows [2]"]
     soak_seed_7874148,
     #[ignore = "known failing: import failed: import after a power cut failed within tolerance: log unreadable at address 298304, before the last flush's end: more faults than the level tolerates; acknowledged writes after it are lost"]
     soak_seed_937623827,
     spare_rebuild_restart_seed_153,
     superblock_copies_seed_1714,
-    #[ignore = "known failing: wrong data: LUN 1 LBA 14: read data no write ever put there but the model allows [0, 33]"]
+    torn_stripe_crc_seed_10007915,
     torn_stripe_crc_seed_7103141,
     two_lost_columns_seed_710,
     write_hole_seed_102,
