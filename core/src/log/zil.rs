@@ -414,6 +414,30 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
         Ok(best)
     }
 
+    /// During import: whether the intent-log records cover every log byte of `lo..hi` (false
+    /// without records).
+    pub(crate) fn zil_covers(&self, lo: u64, hi: u64) -> bool {
+        if self.patches.is_empty() {
+            return false;
+        }
+        let mut x = lo;
+        while x < hi {
+            // The furthest end of a record holding byte x; each step moves x forward.
+            let reach = self
+                .patches
+                .iter()
+                .map(|r| (r.stripe_addr + u64::from(r.offset), u64::from(r.len)))
+                .filter(|&(base, len)| base <= x && x < base + len)
+                .map(|(base, len)| base + len)
+                .max();
+            match reach {
+                Some(end) => x = end,
+                None => return false,
+            }
+        }
+        true
+    }
+
     /// During import: overwrites the bytes of `dst` (log bytes from `at`) that intent-log
     /// records cover with the records' bytes, oldest record first.
     pub(crate) fn zil_patch(&mut self, at: u64, dst: &mut [u8]) -> Result<(), IoError> {

@@ -156,6 +156,7 @@ regressions! {
     two_lost_columns_seed_710,
     write_hole_seed_102,
     zil_flush_not_durable_seed_216,
+    zil_patch_latent_error_seed_10001711,
 }
 
 /// Replays history `name` (its file's text) and panics with its seed and the failed check
