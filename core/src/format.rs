@@ -235,9 +235,9 @@ pub struct ItemHeader {
 /// 0..60, through `crc`.
 ///
 /// Not CRC32C, the payloads' checksum, because a CRC is linear: the XOR of two headers sealed
-/// with it (two versions of one item position, as the cleaner rewrites a segment in place) is
-/// a codeword of that CRC, and adding a codeword anywhere inside a payload leaves the
-/// payload's CRC unchanged. A parity rebuild against a torn stripe (power cut mid-write, one
+/// with it (two versions of one log position: a reused segment gets items at the same
+/// offsets) is a codeword of that CRC, and adding a codeword anywhere inside a payload leaves
+/// the payload's CRC unchanged. A parity rebuild against a torn stripe (power cut mid-write, one
 /// member holding the old version of such a header, parity the new) is off by exactly that
 /// XOR, so with one CRC for both it passed as the data written. A second, coprime polynomial
 /// makes that difference visible to the payload's CRC32C (but for a 2^-32 chance).
@@ -248,8 +248,8 @@ pub fn header_crc(bytes: &[u8]) -> u32 {
 static HEADER_CRC: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_ISO_HDLC);
 
 /// Framing shared by the fixed 64-byte headers ([`ItemHeader`], [`ZilHeader`], [`FlushMark`]):
-/// a 4-byte magic at 0 and the [`header_crc`] of bytes 0..60 at 60. Zeroes the header at the start of
-/// `out`, writes `magic`, and returns it for the caller's fields.
+/// a 4-byte magic at 0 and the [`header_crc`] of bytes 0..60 at 60. Zeroes the header at the
+/// start of `out`, writes `magic`, and returns it for the caller's fields.
 fn header_mut(out: &mut [u8], magic: u32) -> Result<&mut [u8], FormatError> {
     let b = out.get_mut(..HEADER_BYTES).ok_or(FormatError::Encode)?;
     b.fill(0);

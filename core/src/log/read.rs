@@ -166,9 +166,8 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
                 let want = (addr.max(at), (addr + len as u64).min(piece_end));
                 match self.array.read_excluding(at, dst, self.scratch, exclude) {
                     Ok(()) => {}
-                    // Bytes the records cover whole need nothing from the members (the stripe
-                    // open at the crash was never written there; a latent error under it
-                    // cost an acknowledged FUA write).
+                    // Bytes the records cover whole need nothing from the members: the stripe
+                    // open at the crash was never written there.
                     Err(_) if self.zil_covers(want.0, want.1) => dst.fill(0),
                     Err(e) => return Err(IoError::Device(e)),
                 }
