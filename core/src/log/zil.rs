@@ -51,6 +51,14 @@ pub(crate) struct ZilRef {
     pub record_seq: u64,
 }
 
+impl ZilRef {
+    /// The log bytes the record covers.
+    pub(crate) fn span(&self) -> core::ops::Range<u64> {
+        let base = self.stripe_addr.saturating_add(u64::from(self.offset));
+        base..base.saturating_add(u64::from(self.len))
+    }
+}
+
 /// Capacity for the records of one stripe with all their copies.
 pub(crate) const ZIL_REFS: usize = MAX_RECORDS_PER_STRIPE as usize * MAX_COPIES;
 
@@ -426,9 +434,9 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
             let reach = self
                 .patches
                 .iter()
-                .map(|r| (r.stripe_addr + u64::from(r.offset), u64::from(r.len)))
-                .filter(|&(base, len)| base <= x && x < base + len)
-                .map(|(base, len)| base + len)
+                .map(ZilRef::span)
+                .filter(|s| s.contains(&x))
+                .map(|s| s.end)
                 .max();
             match reach {
                 Some(end) => x = end,
@@ -447,9 +455,10 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
             let Some(r) = self.patches.get(i).copied() else {
                 break;
             };
-            let base = r.stripe_addr + u64::from(r.offset);
+            let span = r.span();
+            let base = span.start;
             let lo = base.max(at);
-            let hi = (base + u64::from(r.len)).min(end);
+            let hi = span.end.min(end);
             let mut x = lo;
             // Payload byte p of the record sits at ring byte HEADER_BYTES + p; copy slot by slot.
             while x < hi {
