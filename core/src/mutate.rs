@@ -15,6 +15,8 @@ pub enum Mutation {
     EarlyFlush = 2,
     /// A rebuild skips a stripe.
     RebuildSkip = 3,
+    /// A lost extent's blocks go on the loss list even where they were rewritten since.
+    LossOverDeclared = 4,
 }
 
 static ACTIVE: AtomicU8 = AtomicU8::new(0);

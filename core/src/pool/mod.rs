@@ -57,7 +57,7 @@ use rebuild::Rebuild;
 use scrub::Scrub;
 
 pub use crate::error::IoError;
-pub use crate::format::{BadRange, Counters, FormatError, LUN_BLOCK, MemberRecord, Role};
+pub use crate::format::{BadRange, Counters, FormatError, LUN_BLOCK, MapEntry, MemberRecord, Role};
 pub use crate::volume::luns::LunError;
 pub use peek::Peek;
 pub use status::{DiskStatus, Health, MaintenanceReport, Status};
@@ -1156,6 +1156,27 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             return Ok(());
         }
         vol.read_mapped(lun, lba, out)
+    }
+
+    /// Where `lun`'s block `lba` lives: its map entry, whose item spans log bytes
+    /// `addr() .. addr() + item_bytes()` (a log address is the array's data byte address:
+    /// [`Geometry::locate`] turns it into a stripe, strip and offset). `None` when the block
+    /// is unmapped (never written, trimmed) or still held by an open extent in RAM. For tools
+    /// and tests that reason about placement, such as the fault campaign's exact-loss oracle;
+    /// the look may read map pages, as a read does.
+    ///
+    /// # Errors
+    /// As [`Pool::read`]: no such LUN, an LBA past its end, a pool not serving, or a map page
+    /// that cannot be read.
+    pub fn locate(&mut self, lun: u16, lba: u64) -> Result<Option<MapEntry>, IoError> {
+        self.check_io(lun, lba, LUN_BLOCK)?;
+        self.serving()?;
+        let (mut vol, streams, _) = self.vol_and_streams()?;
+        if streams.holding(lun, lba).is_some() {
+            return Ok(None);
+        }
+        let e = vol.map_get(lun, lba)?;
+        Ok(e.valid.then_some(e))
     }
 
     /// Makes every write acknowledged so far durable (see the module docs).

@@ -317,6 +317,45 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         redundancy
     }
 
+    /// The items of the segment holding log address `addr`, in log order (up to the head in
+    /// the segment the log writes into): each item's log address, length in bytes (header, payload and rounding) and
+    /// kind, handed to `f`. Only headers are read (reconstructed where a member does not
+    /// check), nothing is healed or written; the walk stops at the first header that no
+    /// reconstruction makes check. For tools and tests that reason about placement, such as
+    /// the fault campaign's exact-loss oracle.
+    ///
+    /// Returns the log address the walk reached: the end of the last item found.
+    ///
+    /// # Errors
+    /// A pool that is not serving (suspended, faulted), or an address past the log's end.
+    pub fn walk_items(
+        &mut self,
+        addr: u64,
+        mut f: impl FnMut(u64, u32, ItemKind),
+    ) -> Result<u64, IoError> {
+        self.serving()?;
+        let seg = self.log.seg_of(addr);
+        if seg >= self.log.segments() {
+            return Err(IoError::OutOfRange);
+        }
+        let start = self.log.seg_start(seg);
+        let mut end = start + self.log.segment_bytes();
+        if self.log.current_segment() == Some(seg) {
+            end = end.min(self.log.head());
+        }
+        let mut rule = SeqRule::walk(self.io()?.segs().get(seg));
+        let mut at = start;
+        while at < end {
+            let Some((h, _, _)) = self.io()?.find_header(at, (end - at) as usize, rule) else {
+                break;
+            };
+            rule = rule.after(h.seq);
+            f(at, h.item_bytes() as u32, h.kind);
+            at += h.item_bytes() as u64;
+        }
+        Ok(at)
+    }
+
     /// Reads every live item of a segment, which checks its CRC and heals it from redundancy.
     /// Returns blocks repaired, blocks lost, and the log address the walk reached (items past
     /// it were not checked: a header that no reconstruction makes valid stops the walk).

@@ -808,6 +808,100 @@ fn a_degraded_read_lists_its_loss_and_a_member_back_unlists_it() {
     assert_blocks(&mut p, lun, 0, 256, 0, "after the member came back");
 }
 
+/// RAID-0, a latent sector error under an extent of LBAs 0..8, LBA 2 rewritten but still in
+/// an open extent in RAM (its map entry still names the old extent): the scrub that finds the
+/// extent lost lists 0..2 and 3..8, not LBA 2, which reads its new data before and after the
+/// flush that writes it.
+#[test]
+fn a_scrub_does_not_list_as_lost_a_block_rewritten_into_an_open_extent() {
+    let c = PoolConfig {
+        level: Level::Raid0,
+        ..cfg()
+    };
+    let mut p = new_pool(c, 2, 40_000);
+    let lun = p.create_lun("a", 64).unwrap();
+    let data: Vec<u8> = (0..8).flat_map(block).collect();
+    p.write(lun, 0, &data, false).unwrap();
+    p.flush().unwrap();
+    p.checkpoint().unwrap();
+    let (disk, bad) = member_block_of(&mut p, lun, 5);
+    p.array_mut().disk_mut(disk).unwrap().medium = vec![bad];
+    p.write(lun, 2, &block(1002), false).unwrap();
+    assert_eq!(p.locate(lun, 2), Ok(None), "LBA 2 is held in RAM");
+    p.start_scrub();
+    while !p.maintenance().unwrap().idle {}
+    let listed = [
+        BadRange {
+            lun,
+            lba: 0,
+            blocks: 2,
+        },
+        BadRange {
+            lun,
+            lba: 3,
+            blocks: 5,
+        },
+    ];
+    assert_eq!(p.bad_ranges(), listed);
+    let mut buf = vec![0u8; 4096];
+    p.read(lun, 2, &mut buf).unwrap();
+    assert_eq!(buf, block(1002));
+    p.flush().unwrap();
+    p.read(lun, 2, &mut buf).unwrap();
+    assert_eq!(buf, block(1002));
+    assert_eq!(
+        p.read(lun, 5, &mut buf),
+        Err(IoError::Unrecoverable { lun, lba: 5 })
+    );
+}
+
+/// A scrub that finds an extent of a deleted LUN lost lists nothing, and the LUN that reuses
+/// the number keeps what it writes through an import. The look into the deleted LUN's map
+/// that left a page cached without its tree is reproduced by the campaign histories
+/// `soak_seed_7862941` (zeros read back) and `deleted_lun_loss_seed_652` (a checkpoint's
+/// internal error), not by this test, which passes without that fix too.
+#[test]
+fn a_lost_extent_of_a_deleted_lun_is_not_listed_nor_its_map_loaded() {
+    let c = PoolConfig {
+        level: Level::Raid0,
+        ..cfg()
+    };
+    let mut p = new_pool(c, 2, 40_000);
+    let lun = p.create_lun("a", 1296).unwrap();
+    let keep = p.create_lun("keep", 16).unwrap();
+    // The other LUN's extents keep the segment live, so the scrub walks it.
+    p.write(keep, 0, &[block(0), block(1)].concat(), false)
+        .unwrap();
+    p.write(lun, 2, &[block(2), block(3)].concat(), false)
+        .unwrap();
+    p.flush().unwrap();
+    p.write(keep, 4, &[block(4), block(5)].concat(), false)
+        .unwrap();
+    p.flush().unwrap();
+    let (disk, bad) = member_block_of(&mut p, lun, 3);
+    p.delete_lun(lun).unwrap();
+    let (mut p, _) = reimport_with(p, c);
+    p.array_mut().disk_mut(disk).unwrap().medium = vec![bad];
+    p.start_scrub();
+    while !p.maintenance().unwrap().idle {}
+    assert_eq!(p.bad_ranges(), []);
+    let again = p.create_lun("b", 1296).unwrap();
+    assert_eq!(again, lun, "the number is reused");
+    p.write(again, 965, &block(965), false).unwrap();
+    p.flush().unwrap();
+    let (mut p, _) = reimport_with(p, c);
+    assert_blocks(
+        &mut p,
+        again,
+        965,
+        966,
+        0,
+        "in the LUN that took the number",
+    );
+    assert_blocks(&mut p, keep, 0, 2, 0, "in the other LUN");
+    assert_blocks(&mut p, keep, 4, 6, 0, "in the other LUN");
+}
+
 fn reimport_with(p: TestPool, c: PoolConfig) -> (TestPool, ImportReport) {
     let (members, spares, mem) = p.into_parts();
     let all: Vec<RamDisk> = members.into_iter().flatten().chain(spares).collect();

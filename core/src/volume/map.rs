@@ -124,6 +124,11 @@ impl<const P: usize> MapCache<P> {
             self.meta_mut(s)?.lru = t;
             return Ok(s);
         }
+        // A page of a deleted LUN would stay cached without its tree, and break the ancestor
+        // rule once the LUN's number is reused with a taller tree.
+        if st.size(key.lun).is_none() {
+            return Err(IoError::NoSuchLun);
+        }
         let top = st.top(key.lun)?;
         let (ptr, parent) = if key.level >= top {
             (st.root(key.lun)?, None)

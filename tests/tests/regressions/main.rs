@@ -70,9 +70,7 @@ regressions! {
     import_transient_seed_67,
     #[ignore = "known failing: import failed: import after a power cut failed within tolerance: log unreadable at address 2176, before the last flush's end: more faults than the level tolerates; acknowledged writes after it are lost"]
     latent_error_log_header_seed_7201436,
-    #[ignore = "known failing: import failed: import after a power cut failed within tolerance: metadata damaged: checksum mismatch"]
     latent_error_metadata_seed_7100252,
-    #[ignore = "known failing: import failed: import after a power cut failed within tolerance: log unreadable at address 90368, before the last flush's end: more faults than the level tolerates; acknowledged writes after it are lost"]
     latent_error_resync_seed_7928334,
     log_stuck_seed_728,
     log_window_full_seed_9915,
@@ -110,7 +108,6 @@ regressions! {
     scrub_parity_medium_seed_17,
     scrub_rotten_parity_seed_102676,
     scrub_superblock_copy_seed_8516,
-    #[ignore = "known failing: wrong data: LUN 0 LBA 81: read version 0 but the model allows [45]"]
     soak_seed_3017607,
     soak_seed_3030739,
     soak_seed_3048631,
@@ -118,36 +115,27 @@ regressions! {
     soak_seed_3084257,
     #[ignore = "known failing: read error within tolerance: read of LUN 0 LBA 32+32 failed within tolerance: LUN 0 LBA 38: data lost"]
     soak_seed_3095274,
-    #[ignore = "known failing: import failed: import after a power cut failed within tolerance: metadata damaged: checksum mismatch"]
     soak_seed_4315289,
     #[ignore = "known failing: read error within tolerance: read of LUN 0 LBA 32+17 failed within tolerance: LUN 0 LBA 35: data lost"]
     soak_seed_4319345,
     #[ignore = "known failing: read error within tolerance: read of LUN 0 LBA 0+31 failed within tolerance: LUN 0 LBA 15: data lost"]
     soak_seed_4320785,
     soak_seed_4323405,
-    #[ignore = "known failing: read error within tolerance: read of LUN 2 LBA 24+24 failed within tolerance: LUN 2 LBA 37: data lost"]
     soak_seed_4502601,
     #[ignore = "known failing: read error within tolerance: read of LUN 0 LBA 0+32 failed within tolerance: LUN 0 LBA 28: data lost"]
     soak_seed_4512422,
     soak_seed_4518095,
-    #[ignore = "known failing: wrong data: LUN 1 LBA 12: read version 0 but the model allows [91]"]
     soak_seed_4601571,
-    #[ignore = "known failing: import failed: import after a power cut failed within tolerance: log unreadable at address 482496, before the last flush's end: more faults than the level tolerates; acknowledged writes after it are lost"]
     soak_seed_4619421,
     soak_seed_5011206,
-    #[ignore = "known failing: import failed: import after a power cut failed within tolerance: log unreadable at address 409728, before the last flush's end: more faults than the level tolerates; acknowledged writes after it are lost"]
     soak_seed_5011572,
     soak_seed_5106983,
-    #[ignore = "known failing: import failed: import after a power cut failed within tolerance: metadata damaged: checksum mismatch"]
     soak_seed_5125095,
-    #[ignore = "known failing: wrong data: after a clean shutdown and import: LUN 0 LBA 965: read version 0 but the model allows [71] (over tolerance)"]
     soak_seed_7862941,
-    #[ignore = "known failing: read error within tolerance: read of LUN 0 LBA 6+7 failed within tolerance: LUN 0 LBA 10: data lost"]
     soak_seed_7869030,
     #[ignore = "known failing: read error within tolerance: read of LUN 1 LBA 37+11 failed within tolerance: LUN 1 LBA 37: data lost"]
     soak_seed_7870244,
     soak_seed_7874148,
-    #[ignore = "known failing: import failed: import after a power cut failed within tolerance: log unreadable at address 298304, before the last flush's end: more faults than the level tolerates; acknowledged writes after it are lost"]
     soak_seed_937623827,
     spare_rebuild_restart_seed_153,
     superblock_copies_seed_1714,
