@@ -101,8 +101,8 @@ pub struct SimArgs {
     /// Shrink each failing history to a short one that still fails, and print it.
     #[arg(long)]
     pub shrink: bool,
-    /// Switch on a deliberate core bug: recon-flip, early-flush or rebuild-skip (needs a build
-    /// with feature `mutate`).
+    /// Switch on a deliberate core bug: recon-flip, early-flush, rebuild-skip or
+    /// loss-over-declared (needs a build with feature `mutate`).
     #[arg(long)]
     pub mutate: Option<MutationKind>,
     /// Threads running seeds (default: the CPUs available; results do not depend on it).

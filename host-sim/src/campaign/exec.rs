@@ -29,6 +29,8 @@ use super::{Failure, FailureKind, SeedStats};
 use crate::disk::MemDisk;
 use crate::fault::{Fault, FaultConfig, FaultHandle, FaultyDisk, PendingFate, TransientKind};
 
+mod local;
+
 /// The pool type the campaign runs.
 pub type CampPool =
     Pool<CampDisk, Vec<u8>, CAMPAIGN_DISKS, CAMPAIGN_LUNS, CAMPAIGN_PAGES, CAMPAIGN_STREAMS>;
@@ -87,6 +89,8 @@ pub(crate) struct Sim {
     /// Scrub in progress: (step it started, whether the pool was free of silent damage then).
     scrub: Option<(usize, bool)>,
     over: bool,
+    /// The step of the local fault ([`Step::Local`]), if one struck: no other fault follows.
+    local: Option<usize>,
     dead: bool,
     pub(crate) step: usize,
     time: u64,
@@ -155,6 +159,7 @@ impl Sim {
             prev_states: Vec::new(),
             scrub: None,
             over: false,
+            local: None,
             dead: false,
             step: 0,
             time: 0,
@@ -227,6 +232,7 @@ impl Sim {
             luns: self.model.luns().iter().map(|l| l.blocks).collect(),
             slots: self.shape.disks,
             over: self.over,
+            local: self.local.is_some(),
             usable_blocks: self.usable_blocks(),
             ..View::default()
         };
@@ -342,13 +348,19 @@ impl Sim {
     }
 
     fn fits(&mut self, slot: u8) -> bool {
+        if self.local.is_some() {
+            return false;
+        }
         let mut d = self.damaged();
         d.insert(slot);
         d.len() <= self.shape.tolerance()
     }
 
     fn any_silent(&self) -> bool {
-        !self.silent.is_empty() || !self.armed.is_empty() || !self.tainted.is_empty()
+        self.local.is_some()
+            || !self.silent.is_empty()
+            || !self.armed.is_empty()
+            || !self.tainted.is_empty()
     }
 
     fn note_silent(&mut self, id: u32, block: Option<u64>, hidden: bool) {
@@ -506,6 +518,15 @@ impl Sim {
     #[allow(clippy::too_many_lines)]
     fn run_step(&mut self, step: Step) -> StepResult {
         let at = self.step;
+        // After a local fault the model's loss must stay what it worked out: no other fault
+        // but power cuts.
+        if self.local.is_some()
+            && step.is_fault()
+            && !matches!(step, Step::PowerCut { .. } | Step::ArmPowerCut { .. })
+        {
+            self.stats.faults_skipped += 1;
+            return Ok(());
+        }
         match step {
             Step::Write {
                 lun,
@@ -882,6 +903,7 @@ impl Sim {
                 }
             }
             Step::Exceed { silent, pick } => self.exceed(silent, pick)?,
+            Step::Local { pick, row } => self.local_fault(pick, row)?,
         }
         Ok(())
     }
@@ -1017,6 +1039,12 @@ impl Sim {
                     Ok(())
                 } else if self.rail.fired() {
                     Ok(())
+                } else if n == 1 && self.model.may_fail(id, lba) {
+                    self.stats.local_read_errors += 1;
+                    Ok(())
+                } else if n > 1 && (lba..lba + n).any(|b| self.model.may_fail(id, b)) {
+                    // Block by block: exactly the lost ones may fail.
+                    (lba..lba + n).try_for_each(|b| self.read_check(id, b, 1))
                 } else {
                     Err(fail(
                         FailureKind::ReadError,
@@ -1454,7 +1482,9 @@ impl Sim {
                 ),
             ));
         }
-        if st.bad_ranges > 0 {
+        if st.bad_ranges > 0 && self.local.is_some() {
+            self.check_listed_loss(at)?;
+        } else if st.bad_ranges > 0 {
             return Err(fail(
                 FailureKind::Health,
                 at,

@@ -28,6 +28,16 @@
 //! moment (see [`exec`]); about 6 % of seeds exceed it once on purpose, after which reads may
 //! fail but must never return other data (counted separately in the [`Summary`]).
 //!
+//! The exact-loss oracle: in about 30 % of seeds, once the pool is quiet (nothing damaged,
+//! rebuilding or armed), a local fault past one row's tolerance strikes ([`Step::Local`]):
+//! latent sector errors on one member block row of one more member than the level survives,
+//! under live extents (in half of them on one member, the others failed by hand: a survivor
+//! of a degraded stripe). The model works out which blocks no copy or reconstruction recovers
+//! (those whose extent items have bytes in that row's data strips); exactly those may read as
+//! errors, every other block must read exactly, nothing else may go on the pool's loss list,
+//! the pool must stay online and no member may be failed. No other fault follows in the seed;
+//! power cuts do.
+//!
 //! Slow disks are not simulated: the core is synchronous, has no clock of its own and no
 //! timeouts, so a slow member changes no result; virtual time is advanced by [`Step::Tick`].
 //!
@@ -79,23 +89,27 @@ pub enum MutationKind {
     EarlyFlush,
     /// A rebuild skips a stripe.
     RebuildSkip,
+    /// A lost extent's blocks are listed lost even where they were rewritten since.
+    LossOverDeclared,
 }
 
 impl MutationKind {
     /// Every mutation.
-    pub const ALL: [MutationKind; 3] = [
+    pub const ALL: [MutationKind; 4] = [
         MutationKind::ReconFlip,
         MutationKind::EarlyFlush,
         MutationKind::RebuildSkip,
+        MutationKind::LossOverDeclared,
     ];
 
-    /// Command-line name (`recon-flip`, `early-flush`, `rebuild-skip`).
+    /// Command-line name (`recon-flip`, `early-flush`, `rebuild-skip`, `loss-over-declared`).
     #[must_use]
     pub const fn name(self) -> &'static str {
         match self {
             MutationKind::ReconFlip => "recon-flip",
             MutationKind::EarlyFlush => "early-flush",
             MutationKind::RebuildSkip => "rebuild-skip",
+            MutationKind::LossOverDeclared => "loss-over-declared",
         }
     }
 }
@@ -107,7 +121,10 @@ impl std::str::FromStr for MutationKind {
             .into_iter()
             .find(|m| m.name() == s)
             .ok_or_else(|| {
-                format!("unknown mutation {s:?} (recon-flip, early-flush or rebuild-skip)")
+                format!(
+                    "unknown mutation {s:?} (recon-flip, early-flush, rebuild-skip or \
+                     loss-over-declared)"
+                )
             })
     }
 }
@@ -306,6 +323,12 @@ pub struct SeedStats {
     pub over_reads_ok: u64,
     /// Over tolerance: imports refused.
     pub over_import_refused: u64,
+    /// Local faults past one row's tolerance injected ([`Step::Local`]).
+    pub local_faults: u64,
+    /// Blocks those faults destroyed, as the model works it out.
+    pub local_lost_blocks: u64,
+    /// Reads of such blocks that failed with an error (the rest read correct from RAM).
+    pub local_read_errors: u64,
 }
 
 impl SeedStats {
@@ -339,6 +362,9 @@ impl SeedStats {
         self.over_read_errors += o.over_read_errors;
         self.over_reads_ok += o.over_reads_ok;
         self.over_import_refused += o.over_import_refused;
+        self.local_faults += o.local_faults;
+        self.local_lost_blocks += o.local_lost_blocks;
+        self.local_read_errors += o.local_read_errors;
     }
 }
 
@@ -445,6 +471,9 @@ fn run_source(seed: u64, ops: u32, src: &mut Source<'_>, small: bool) -> SeedOut
         }
     };
     let mut gen_ = Generator::new(src, ops);
+    if matches!(src, Source::Rng(_)) {
+        gen_.plan_local(&mut Source::seeded(seed ^ 0x6c6f_6361_6c5f_6c6f), ops);
+    }
     let mut failure = None;
     for step in Generator::initial_luns(src, sim.usable_blocks()) {
         history.steps.push(step);
@@ -458,7 +487,10 @@ fn run_source(seed: u64, ops: u32, src: &mut Source<'_>, small: bool) -> SeedOut
             if src.exhausted() || sim.dead() {
                 break;
             }
-            let v = sim.view();
+            let mut v = sim.view();
+            if gen_.local_due() && !v.local {
+                v.quiet = sim.quiet();
+            }
             let step = gen_.next(src, &v);
             history.steps.push(step);
             if let Err(f) = guarded(&mut sim, |s| s.exec(step)) {
@@ -593,6 +625,8 @@ pub struct Summary {
     pub levels: BTreeMap<&'static str, u64>,
     /// Seeds that exceeded the tolerance on purpose.
     pub over_tolerance_seeds: u64,
+    /// Seeds with a local fault past one row's tolerance (the exact-loss oracle).
+    pub local_fault_seeds: u64,
     /// Counters over every seed.
     pub totals: SeedStats,
     /// Failed seeds, by seed.
@@ -686,6 +720,13 @@ impl Summary {
              still read correct {}, imports refused {}",
             self.over_tolerance_seeds, t.over_read_errors, t.over_reads_ok, t.over_import_refused
         );
+        let _ = writeln!(
+            s,
+            "  local faults past a row's tolerance (exact-loss oracle): {} in {} seeds; {} blocks \
+             lost as the model works it out, {} reads of them refused with an error, every \
+             other block read exactly",
+            t.local_faults, self.local_fault_seeds, t.local_lost_blocks, t.local_read_errors
+        );
         for f in &self.failures {
             let _ = writeln!(s, "FAIL seed {}: {}", f.seed, f.failure);
             if let Some(step) = &f.step {
@@ -725,6 +766,7 @@ impl MutationGuard {
                 Some(MutationKind::ReconFlip) => Mutation::ReconFlip,
                 Some(MutationKind::EarlyFlush) => Mutation::EarlyFlush,
                 Some(MutationKind::RebuildSkip) => Mutation::RebuildSkip,
+                Some(MutationKind::LossOverDeclared) => Mutation::LossOverDeclared,
             });
             Ok(MutationGuard)
         }
@@ -820,6 +862,9 @@ pub fn run_with_progress(
             .or_default() += 1;
         if out.stats.over {
             sum.over_tolerance_seeds += 1;
+        }
+        if out.stats.local_faults > 0 {
+            sum.local_fault_seeds += 1;
         }
         sum.totals.add(&out.stats);
         let Some(f) = out.failure else {

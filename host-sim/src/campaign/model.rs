@@ -118,6 +118,9 @@ pub struct Model {
     dirty: BTreeSet<(u16, u64)>,
     /// Every version each block ever had (to name what wrong data is).
     history: BTreeMap<(u16, u64), Vec<Version>>,
+    /// Versions a local fault left with no copy or reconstruction that checks: a read of a
+    /// block that may hold one of them may fail (see [`Model::may_fail`]).
+    lost: BTreeSet<(u16, u64, Version)>,
 }
 
 impl Model {
@@ -158,6 +161,7 @@ impl Model {
         self.luns.retain(|l| l.id != id);
         self.dirty.retain(|(l, _)| *l != id);
         self.history.retain(|(l, _), _| *l != id);
+        self.lost.retain(|(l, _, _)| *l != id);
     }
 
     fn cell(&mut self, lun: u16, lba: u64) -> Option<&mut Cell> {
@@ -278,6 +282,41 @@ impl Model {
         Verdict::Wrong { allowed, found }
     }
 
+    /// A local fault destroyed every copy of the versions (lun, lba) may hold now (its
+    /// extent's bytes lie in a row no reconstruction recovers). Zeros (version 0) are never
+    /// lost: they are not stored. Returns whether a version was marked.
+    pub fn mark_lost(&mut self, lun: u16, lba: u64) -> bool {
+        let mut any = false;
+        for v in self.allowed(lun, lba) {
+            if v != 0 {
+                any |= self.lost.insert((lun, lba, v));
+            }
+        }
+        any
+    }
+
+    /// Whether a read of (lun, lba) may fail: a version it may hold now was lost. A rewrite
+    /// clears this (the new version is not lost) until a power cut brings the lost one back
+    /// among the allowed.
+    #[must_use]
+    pub fn may_fail(&self, lun: u16, lba: u64) -> bool {
+        !self.lost.is_empty()
+            && self
+                .allowed(lun, lba)
+                .iter()
+                .any(|&v| self.lost.contains(&(lun, lba, v)))
+    }
+
+    /// Blocks that may hold a lost version now (see [`Model::mark_lost`]).
+    #[must_use]
+    pub fn lost_blocks(&self) -> BTreeSet<(u16, u64)> {
+        self.lost
+            .iter()
+            .filter(|&&(l, b, _)| self.may_fail(l, b))
+            .map(|&(l, b, _)| (l, b))
+            .collect()
+    }
+
     /// Every (lun, lba) the model knows anything about (written, trimmed or read).
     #[must_use]
     pub fn known_blocks(&self) -> Vec<(u16, u64)> {
@@ -326,6 +365,26 @@ mod tests {
                 found: Some(1)
             }
         );
+    }
+
+    #[test]
+    fn a_lost_version_may_fail_until_rewritten_and_again_after_a_cut() {
+        let mut m = Model::new(7);
+        m.add_lun(0, "a", 100);
+        m.write_ok(0, 3, 2, 1, true);
+        assert!(m.mark_lost(0, 3));
+        assert!(!m.mark_lost(0, 9), "zeros are never lost");
+        assert!(m.may_fail(0, 3));
+        assert!(!m.may_fail(0, 4));
+        m.write_ok(0, 3, 1, 2, false);
+        assert!(!m.may_fail(0, 3), "the rewrite's version is not lost");
+        m.power_cut();
+        assert!(m.may_fail(0, 3), "the cut may bring the lost version back");
+        assert_eq!(m.check(0, 3, &content(7, 2, 3)), Verdict::Ok(2));
+        assert!(!m.may_fail(0, 3));
+        assert!(m.lost_blocks().is_empty());
+        m.remove_lun(0);
+        assert!(m.lost.is_empty());
     }
 
     #[test]

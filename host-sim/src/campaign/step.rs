@@ -170,6 +170,20 @@ pub enum Step {
         /// Import order pick.
         shuffle: u32,
     },
+    /// A local fault past one row's tolerance (the exact-loss oracle): after a flush and a
+    /// checkpoint, latent sector errors on one member block row of one more member than the
+    /// level survives (all copies of a mirrored block), under the extent holding a known
+    /// block (`pick`) at byte `row` of its item (with `row`'s top bit, on one of them and
+    /// the others failed by hand). The model marks lost exactly the blocks
+    /// whose extents have bytes in that row's data strips; those may read as errors, every
+    /// other block must read exactly, and the pool must stay online. No fault follows in the
+    /// seed (power cuts do).
+    Local {
+        /// Known-block pick.
+        pick: u32,
+        /// Byte pick inside the extent's item.
+        row: u32,
+    },
     /// Deliberately exceed the level's tolerance: fail one member more than it survives
     /// (`silent` false), or rot the same member blocks on one member more than it survives.
     Exceed {
@@ -264,6 +278,7 @@ impl fmt::Display for Step {
             Step::Exceed { silent, pick } => {
                 write!(f, "exceed silent={} pick={pick}", u8::from(silent))
             }
+            Step::Local { pick, row } => write!(f, "local pick={pick} row={row}"),
         }
     }
 }
@@ -271,6 +286,7 @@ impl fmt::Display for Step {
 impl std::str::FromStr for Step {
     type Err = String;
 
+    #[expect(clippy::too_many_lines, reason = "one arm per step kind")]
     fn from_str(line: &str) -> Result<Step, String> {
         let name = line.split_whitespace().next().unwrap_or("");
         let kv = key_values(line, name)?;
@@ -370,6 +386,10 @@ impl std::str::FromStr for Step {
                 silent: b("silent")?,
                 pick: n("pick")? as u32,
             },
+            "local" => Step::Local {
+                pick: n("pick")? as u32,
+                row: n("row")? as u32,
+            },
             other => return Err(format!("unknown step {other:?}")),
         })
     }
@@ -394,6 +414,7 @@ impl Step {
                 | Step::PowerCut { .. }
                 | Step::ArmPowerCut { .. }
                 | Step::Exceed { .. }
+                | Step::Local { .. }
         )
     }
 }
@@ -413,6 +434,10 @@ pub(crate) struct View {
     pub over: bool,
     /// Usable bytes of the pool (for LUN sizes).
     pub usable_blocks: u64,
+    /// A local fault ([`Step::Local`]) happened.
+    pub local: bool,
+    /// Nothing is damaged, rebuilding or armed: a local fault's loss can be worked out.
+    pub quiet: bool,
 }
 
 /// Draws steps for one seed.
@@ -426,6 +451,11 @@ pub(crate) struct Generator {
     /// Step index at which to exceed the tolerance (over-tolerance seeds only).
     pub exceed_at: Option<u32>,
     exceed_silent: bool,
+    /// Step index from which to inject a local fault once the pool is quiet
+    /// ([`Generator::plan_local`]).
+    local_from: Option<u32>,
+    /// The local fault's picks.
+    local_picks: (u32, u32),
     drawn: u32,
 }
 
@@ -441,8 +471,26 @@ impl Generator {
             recent: Vec::new(),
             exceed_at: exceed.then_some(at),
             exceed_silent,
+            local_from: None,
+            local_picks: (0, 0),
             drawn: 0,
         }
+    }
+
+    /// Plans a local fault ([`Step::Local`]) in a quarter of the seeds that do not exceed the
+    /// tolerance, from a step in the middle half, drawn from `side` (not the history's own
+    /// source, so the other steps of a seed stay what they were).
+    pub(crate) fn plan_local(&mut self, side: &mut Source<'_>, ops: u32) {
+        if self.exceed_at.is_none() && side.chance(1000) {
+            self.local_from = Some(ops / 10 + side.below(u64::from(ops / 5).max(1)) as u32);
+            self.local_picks = (side.pick(), side.pick());
+        }
+    }
+
+    /// Whether a planned local fault waits for a quiet pool (the executor then says whether
+    /// it is, in [`View::quiet`]).
+    pub(crate) fn local_due(&self) -> bool {
+        self.local_from.is_some_and(|at| self.drawn >= at)
     }
 
     /// The initial LUNs (1–3 of them).
@@ -515,6 +563,13 @@ impl Generator {
             return Step::Exceed {
                 silent: self.exceed_silent,
                 pick: src.pick(),
+            };
+        }
+        if self.local_from.is_some_and(|at| i >= at) && !v.local && v.quiet && !v.luns.is_empty() {
+            self.local_from = None;
+            return Step::Local {
+                pick: self.local_picks.0,
+                row: self.local_picks.1,
             };
         }
         if v.luns.is_empty() {
@@ -683,6 +738,7 @@ mod tests {
     fn every_step_round_trips_through_text() {
         let mut src = Source::seeded(3);
         let mut g = Generator::new(&mut src, 1000);
+        g.plan_local(&mut Source::seeded(4), 1000);
         let v = View {
             luns: vec![100, 5000],
             slots: 6,
@@ -690,6 +746,8 @@ mod tests {
             device_failed: vec![2],
             over: false,
             usable_blocks: 10_000,
+            local: false,
+            quiet: true,
         };
         let mut names = std::collections::BTreeSet::new();
         for _ in 0..5000 {
@@ -699,5 +757,9 @@ mod tests {
             assert_eq!(line.parse::<Step>().unwrap(), s, "{line}");
         }
         assert!(names.len() >= 20, "{names:?}");
+        assert!(
+            names.contains("local") || g.exceed_at.is_some(),
+            "{names:?}"
+        );
     }
 }
