@@ -59,6 +59,13 @@ fn assert_seeds_pass(opts: CampaignOptions, what: &str) -> Summary {
         "{what}\n{}",
         sum.render()
     );
+    // The exact-loss oracle ran: local faults past a row's tolerance, blocks lost to them.
+    assert!(
+        sum.local_fault_seeds * 5 >= count && t.local_lost_blocks > 0,
+        "{what}: local faults in {} of {count} seeds\n{}",
+        sum.local_fault_seeds,
+        sum.render()
+    );
     sum
 }
 

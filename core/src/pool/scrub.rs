@@ -318,11 +318,11 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
     }
 
     /// The items of the segment holding log address `addr`, in log order (up to the head in
-    /// the segment the log writes into): each item's log address, length in bytes (header, payload and rounding) and
-    /// kind, handed to `f`. Only headers are read (reconstructed where a member does not
-    /// check), nothing is healed or written; the walk stops at the first header that no
-    /// reconstruction makes check. For tools and tests that reason about placement, such as
-    /// the fault campaign's exact-loss oracle.
+    /// the segment the log writes into): each item's log address, length in bytes (header,
+    /// payload and rounding) and kind, handed to `f`. Only headers are read (reconstructed
+    /// where a member does not check), nothing is healed or written; the walk stops at the
+    /// first header that no reconstruction makes check. For tools and tests that reason
+    /// about placement, such as the fault campaign's exact-loss oracle.
     ///
     /// Returns the log address the walk reached: the end of the last item found.
     ///

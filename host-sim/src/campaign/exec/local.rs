@@ -48,6 +48,8 @@ impl Sim {
         if !self.device_failed.is_empty() || !self.sticky.is_empty() {
             return false;
         }
+        // With no silent damage, damaged() forgets nothing: asking changes no later step, so
+        // a replay (which does not ask) runs the same.
         if !self.damaged().is_empty() {
             return false;
         }
@@ -230,7 +232,8 @@ fn hit_set(geo: &Geometry, stripe: u64, strip: usize, pick: u32) -> Vec<usize> {
     match geo.level() {
         Level::Raid1 | Level::Raid10 => (0..n)
             .filter(|&d| {
-                matches!(geo.column_of(stripe, d), Some(Column::Mirror { data, .. }) if data == strip)
+                let column = geo.column_of(stripe, d);
+                matches!(column, Some(Column::Mirror { data, .. }) if data == strip)
             })
             .collect(),
         Level::Raid0 | Level::Raid5 | Level::Raid6 => {
