@@ -79,6 +79,8 @@ regressions! {
     log_wrap_seed_875,
     log_wrap_seed_991,
     loss_open_extent_seed_1610,
+    #[ignore = "known failing: health inconsistent: 1 LBA ranges lost within tolerance"]
+    lost_within_tolerance_seed_228803018,
     lost_heal_write_seed_2540,
     lun_recreate_seed_167,
     mirror_copies_seed_166,
