@@ -861,7 +861,7 @@ fn a_scrub_does_not_list_as_lost_a_block_rewritten_into_an_open_extent() {
 /// `soak_seed_7862941` (zeros read back) and `deleted_lun_loss_seed_652` (a checkpoint's
 /// internal error), not by this test, which passes without that fix too.
 #[test]
-fn a_lost_extent_of_a_deleted_lun_is_not_listed_nor_its_map_loaded() {
+fn a_lost_extent_of_a_deleted_lun_is_not_listed_and_the_lun_reusing_its_number_keeps_its_data() {
     let c = PoolConfig {
         level: Level::Raid0,
         ..cfg()
