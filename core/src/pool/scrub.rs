@@ -166,10 +166,15 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
                 if reached < stripe_end || (mirror && !rep.consistent()) {
                     return Ok((0, blocks));
                 }
-                if self.repair(s, unreadable).is_err() {
-                    return Ok((0, blocks));
+                let before = self.array.stats().repair_bytes_written;
+                let io = self.io()?;
+                let res = io.array.repair_unreadable(s, unreadable, io.scratch);
+                self.counters.repair_bytes += self.array.stats().repair_bytes_written - before;
+                match res {
+                    // Blocks a sticky sector would not take stay holes, and are not counted.
+                    Ok(written) => fixed = written,
+                    Err(_) => return Ok((0, blocks)),
                 }
-                fixed = blocks * unreadable.len() as u64;
                 rep = self.verify(s)?;
             }
         }
@@ -185,14 +190,19 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             .map_err(IoError::Device)
     }
 
-    /// Rewrites the strips of `members` in stripe `s` from the others, counting the bytes.
-    fn repair(&mut self, s: u64, members: DiskSet) -> Result<(), IoError> {
-        let strip = self.array.geometry().strip_bytes();
+    /// Rewrites the strips of `members` in stripe `s` from the others, counting the bytes;
+    /// returns the member blocks written.
+    fn repair(&mut self, s: u64, members: DiskSet) -> Result<u64, IoError> {
+        let geo = *self.array.geometry();
         let before = self.array.stats().repair_bytes_written;
         let io = self.io()?;
-        let res = io.array.repair(s, 0, strip, members, io.scratch);
-        self.counters.repair_bytes += self.array.stats().repair_bytes_written - before;
-        res.map_err(IoError::Device)
+        let res = io
+            .array
+            .repair(s, 0, geo.strip_bytes(), members, io.scratch);
+        let written = self.array.stats().repair_bytes_written - before;
+        self.counters.repair_bytes += written;
+        res.map_err(IoError::Device)?;
+        Ok(written / geo.block_bytes() as u64)
     }
 
     /// The members of `set` that hold current data for stripe `s` (online, or rebuilt past
@@ -271,7 +281,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             self.array.note_checksum_error(d);
         }
         match self.repair(s, fix) {
-            Ok(()) => Ok((blocks, 0)),
+            Ok(written) => Ok((written, 0)),
             Err(_) => Ok((0, blocks)),
         }
     }

@@ -68,7 +68,8 @@ pub struct Status {
     pub rebuild: Option<(u8, u64, u64)>,
     /// Scrub in progress: next segment, segments in all.
     pub scrub: Option<(u32, u32)>,
-    /// Blocks the last (or current) scrub repaired and could not repair.
+    /// Member blocks the last (or current) scrub rewrote: latent sector errors, checksum
+    /// heals and parity it repaired (a block a write could not place is not counted).
     pub scrub_repaired: u64,
     /// Blocks found unrepairable by the last (or current) scrub.
     pub scrub_unrepairable: u64,

@@ -117,17 +117,18 @@ pub struct Member<D> {
     /// Member blocks known to hold a latent sector error (until a write to them succeeds,
     /// which remaps them): each counts once against the medium-error budget.
     bad_sectors: Vec<u64, BAD_SECTORS>,
-    /// Block ranges `[start, end)` a rebuild could not reconstruct onto this member: they hold
-    /// no valid data, so reads treat them as unreadable (without device I/O or an error
-    /// counted) until a write fills them. In memory only.
+    /// Block ranges `[start, end)` that hold no valid data on this member: rows a rebuild
+    /// could not reconstruct onto it, and blocks a write could not place (a medium error on
+    /// write, md's bad-block log). Reads treat them as unreadable (without device I/O or an
+    /// error counted) until a write fills them. In memory only.
     holes: Vec<(u64, u64), HOLES>,
 }
 
 /// Distinct bad sectors remembered per member (past that, each error counts).
 pub const BAD_SECTORS: usize = 16;
 
-/// Ranges of unrebuilt blocks remembered per member (past that, the last one widens over the
-/// rest, which only costs redundancy where the blocks were good).
+/// Ranges of blocks without valid data remembered per member (past that, the last one widens
+/// over the rest, which only costs redundancy where the blocks were good).
 pub const HOLES: usize = 16;
 
 impl<D> Member<D> {
@@ -679,8 +680,9 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
                         lba,
                     });
                 }
-                // A write that meets a medium error means the drive could not remap: fail it.
-                (write || m.errors.medium > cfg.max_medium_errors) && !last_source
+                // A block a write could not place is a hole (see `narrow_write`), not a reason
+                // to fail the member: only the budget of distinct bad sectors is.
+                m.errors.medium > cfg.max_medium_errors && !last_source
             }
             ErrorKind::Transport | ErrorKind::Timeout => {
                 write || m.errors.read.saturating_add(m.errors.write) > cfg.max_io_errors
@@ -752,15 +754,58 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
             return IoOutcome::Failed(ErrorKind::DeviceFailed);
         };
         let (res, attempts) = with_retries(retries, || d.write(lba, buf));
-        if res.is_ok() {
-            // The drive remapped whatever it wrote.
-            let blocks = (buf.len() / self.geo.block_bytes()) as u64;
-            if let Some(m) = self.members.get_mut(disk) {
-                m.bad_sectors.retain(|&b| b < lba || b >= lba + blocks);
-                fill_holes(&mut m.holes, lba, lba + blocks);
-            }
+        match res {
+            Ok(()) => self.placed(disk, lba, buf.len()),
+            Err(ErrorKind::Medium { .. }) => return self.narrow_write(disk, lba, buf, attempts),
+            Err(_) => {}
         }
         self.after_attempts(disk, res, attempts, true)
+    }
+
+    /// The drive wrote (and so remapped) `len` bytes from block `lba` of member `disk`.
+    fn placed(&mut self, disk: Slot, lba: u64, len: usize) {
+        let blocks = (len / self.geo.block_bytes()) as u64;
+        if let Some(m) = self.members.get_mut(disk) {
+            m.bad_sectors.retain(|&b| b < lba || b >= lba + blocks);
+            fill_holes(&mut m.holes, lba, lba + blocks);
+        }
+    }
+
+    /// A write that met a medium error, again one block at a time (md's narrowed write with
+    /// its bad-block log): the blocks that take it are written, each that does not becomes a
+    /// hole of the member and one bad sector against its budget, and the member stays. `Ok`
+    /// unless another kind of error, or the budget, failed the member. `attempts`: the retries
+    /// the whole write took.
+    fn narrow_write(&mut self, disk: Slot, lba: u64, buf: &[u8], attempts: u8) -> IoOutcome {
+        if let Some(m) = self.members.get_mut(disk) {
+            m.errors.transient = m.errors.transient.saturating_add(u32::from(attempts));
+        }
+        let retries = self.cfg.retries;
+        for (at, block) in (lba..).zip(buf.chunks_exact(self.geo.block_bytes())) {
+            let Some(d) = self.members.get_mut(disk).and_then(|m| m.disk.as_mut()) else {
+                return IoOutcome::Failed(ErrorKind::DeviceFailed);
+            };
+            let (res, attempts) = with_retries(retries, || d.write(at, block));
+            match res {
+                Ok(()) => self.placed(disk, at, block.len()),
+                Err(ErrorKind::Medium { .. }) => {
+                    if let Some(m) = self.members.get_mut(disk) {
+                        add_hole(&mut m.holes, at, at + 1);
+                    }
+                    let kind = ErrorKind::Medium { lba: at };
+                    let out = self.after_attempts(disk, Err(kind), attempts, true);
+                    if !self.writable(disk) {
+                        return out;
+                    }
+                    continue;
+                }
+                Err(_) => {}
+            }
+            if let IoOutcome::Failed(kind) = self.after_attempts(disk, res, attempts, true) {
+                return IoOutcome::Failed(kind);
+            }
+        }
+        IoOutcome::Ok
     }
 
     /// Counts the retried attempts of one member I/O as transient errors, records a retry that
@@ -897,11 +942,36 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
         let written = (0..geo.disks())
             .filter(|d| self.writable(*d))
             .fold(DiskSet::EMPTY, DiskSet::with);
-        if self.stripe_recoverable_from(stripe, written) {
+        if self.stripe_recoverable_from(stripe, written) && self.rows_recoverable(stripe, written) {
             Ok(())
         } else {
             Err(ArrayError::WriteFailed { stripe })
         }
+    }
+
+    /// Whether every row of `stripe` that a member in `have` holds a hole at can still be had
+    /// from the members in `have` without a hole there (a write that left holes on several
+    /// members in one row lost that row).
+    fn rows_recoverable(&self, stripe: u64, have: DiskSet) -> bool {
+        let lo = self.geo.stripe_lba(stripe);
+        let hi = lo + (self.geo.strip_bytes() / self.geo.block_bytes()) as u64;
+        let holes = self
+            .members
+            .iter()
+            .flat_map(|m| m.holes.iter())
+            .filter(|&&(s, e)| s < hi && e > lo);
+        for &(s, e) in holes {
+            for row in s.max(lo)..e.min(hi) {
+                let whole = have
+                    .iter()
+                    .filter(|&d| self.hole_in(d, row, self.geo.block_bytes()).is_none())
+                    .fold(DiskSet::EMPTY, DiskSet::with);
+                if !self.stripe_recoverable_from(stripe, whole) {
+                    return false;
+                }
+            }
+        }
+        true
     }
 
     /// Whether every data strip of `stripe` can be had from the members in `have`.
@@ -1015,9 +1085,9 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
                     }
                     return Err(ArrayError::Unrecoverable { stripe });
                 }
-                // Rewrite the copies that had latent sector errors with the good data.
+                // Rewrite the blocks of the copies with latent sector errors that do not read.
                 for d in bad.iter() {
-                    self.repair_write(d, lba, out);
+                    self.rewrite_unreadable(d, lba, out, scratch);
                 }
                 Ok(())
             }
@@ -1029,6 +1099,12 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
                 if !exclude.contains(d) && self.readable(d, stripe) {
                     match self.dev_read(d, lba, out) {
                         IoOutcome::Ok => return Ok(()),
+                        IoOutcome::Failed(ErrorKind::Medium { .. })
+                            if geo.level() != Level::Raid0 && out.len() > geo.block_bytes() =>
+                        {
+                            return self
+                                .read_piece_blocks(stripe, strip, off, out, scratch, exclude);
+                        }
                         IoOutcome::Failed(ErrorKind::Medium { .. }) => repair = repair.with(d),
                         IoOutcome::Failed(_) => {}
                     }
@@ -1052,13 +1128,71 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
         }
     }
 
+    /// [`Self::read_piece`] on a parity level after the data member met a medium error: each
+    /// block from that member, and each one it does not read reconstructed from the others and
+    /// rewritten there (md re-reads a failed read sector by sector the same way), so blocks
+    /// that read are not rewritten, nor counted as repairs.
+    fn read_piece_blocks(
+        &mut self,
+        stripe: u64,
+        strip: usize,
+        off: usize,
+        out: &mut [u8],
+        scratch: &mut [u8],
+        exclude: DiskSet,
+    ) -> Result<(), ArrayError> {
+        let geo = self.geo;
+        let bb = geo.block_bytes();
+        let d = geo
+            .disk_of(stripe, Column::Data(strip))
+            .ok_or(bug!(ArrayError))?;
+        let lba = geo.stripe_lba(stripe) + (off / bb) as u64;
+        for (i, block) in out.chunks_exact_mut(bb).enumerate() {
+            let read = if self.readable(d, stripe) {
+                self.dev_read(d, lba + i as u64, block)
+            } else {
+                IoOutcome::Failed(ErrorKind::DeviceFailed)
+            };
+            let repair = match read {
+                IoOutcome::Ok => continue,
+                IoOutcome::Failed(ErrorKind::Medium { .. }) => DiskSet::one(d),
+                IoOutcome::Failed(_) => DiskSet::EMPTY,
+            };
+            let at = off + i * bb;
+            let want = Some((strip, &mut *block));
+            self.reconstruct_range(stripe, at, bb, want, exclude, repair, scratch, false)?;
+        }
+        Ok(())
+    }
+
+    /// Rewrites with `good` (member blocks from `lba`) each block of member `disk` there that
+    /// does not read, leaving the blocks that do (they are no repair). `scratch`: one block.
+    fn rewrite_unreadable(&mut self, disk: Slot, lba: u64, good: &[u8], scratch: &mut [u8]) {
+        let bb = self.geo.block_bytes();
+        for (at, block) in (lba..).zip(good.chunks_exact(bb)) {
+            let Some(probe) = scratch.get_mut(..bb) else {
+                return;
+            };
+            if !matches!(self.dev_read(disk, at, probe), IoOutcome::Ok) {
+                self.repair_write(disk, at, block);
+            }
+        }
+    }
+
     fn repair_write(&mut self, disk: Slot, lba: u64, data: &[u8]) {
         if !self.writable(disk) {
             return;
         }
         if let IoOutcome::Ok = self.dev_write(disk, lba, data) {
-            self.stats.repair_bytes_written += data.len() as u64;
-            let blocks = (data.len() / self.geo.block_bytes()) as u32;
+            // Blocks the write could not place stay holes, and are not repaired.
+            let bb = self.geo.block_bytes();
+            let blocks = (lba..lba + (data.len() / bb) as u64)
+                .filter(|&b| self.hole_in(disk, b, bb).is_none())
+                .count() as u32;
+            if blocks == 0 {
+                return;
+            }
+            self.stats.repair_bytes_written += u64::from(blocks) * bb as u64;
             let Some(m) = self.members.get_mut(disk) else {
                 return;
             };
@@ -1206,6 +1340,37 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
     ) -> Result<(), ArrayError> {
         self.repair_checked(stripe, off, len, disks, scratch, false)
             .map(|_| ())
+    }
+
+    /// Rewrites, from the other members, only the blocks of `stripe`'s strips on the members in
+    /// `disks` that do not read (latent sector errors, holes), one member block at a time; a
+    /// block that still will not take the write stays a hole. Returns the blocks written. The
+    /// scrub's repair of a member in sync: its readable blocks hold checked data already, and
+    /// rewriting them would count as repairs that were none.
+    ///
+    /// # Errors
+    /// Those of [`Array::repair`], from the first row that could not be reconstructed.
+    pub fn repair_unreadable(
+        &mut self,
+        stripe: u64,
+        disks: DiskSet,
+        scratch: &mut [u8],
+    ) -> Result<u64, ArrayError> {
+        let geo = self.geo;
+        let bb = geo.block_bytes();
+        let base = geo.stripe_lba(stripe);
+        let before = self.stats.repair_bytes_written;
+        for row in 0..geo.strip_bytes() / bb {
+            let buf = scratch.get_mut(..bb).ok_or(ArrayError::ScratchTooSmall)?;
+            let bad = disks
+                .iter()
+                .filter(|&d| !matches!(self.dev_read(d, base + row as u64, buf), IoOutcome::Ok))
+                .fold(DiskSet::EMPTY, DiskSet::with);
+            if !bad.is_empty() {
+                self.repair(stripe, row * bb, bb, bad, scratch)?;
+            }
+        }
+        Ok((self.stats.repair_bytes_written - before) / bb as u64)
     }
 
     /// Self-healing after a read that needed redundancy: writes `good`, bytes the caller has
@@ -1755,7 +1920,15 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
                 kind: ErrorKind::DeviceFailed,
             });
         }
-        match self.dev_write(disk, lba, buf) {
+        let outcome = match self.dev_write(disk, lba, buf) {
+            // Raw I/O (labels) says plainly that a block did not take the write.
+            IoOutcome::Ok => match self.hole_in(disk, lba, buf.len()) {
+                Some(at) => IoOutcome::Failed(ErrorKind::Medium { lba: at }),
+                None => IoOutcome::Ok,
+            },
+            failed @ IoOutcome::Failed(_) => failed,
+        };
+        match outcome {
             IoOutcome::Ok => {
                 self.stats.raw_bytes_written += buf.len() as u64;
                 Ok(())

@@ -14,6 +14,8 @@ pub(crate) struct RamDisk {
     pub bs: usize,
     pub failed: bool,
     pub medium: Vec<u64>,
+    /// Blocks that fail every read and every write with a medium error (no spare left).
+    pub sticky: Vec<u64>,
     pub transient: u32,
     pub writes: u64,
     /// Writes fail with the host's storage full ([`ErrorKind::NoSpace`]).
@@ -27,6 +29,7 @@ impl RamDisk {
             bs,
             failed: false,
             medium: vec![],
+            sticky: vec![],
             transient: 0,
             writes: 0,
             full: false,
@@ -54,7 +57,8 @@ impl BlockDevice for RamDisk {
             self.transient -= 1;
             return Err(ErrorKind::Timeout);
         }
-        if let Some(&bad) = self.medium.iter().find(|&&b| b >= lba && b < lba + n) {
+        let mut bad = self.medium.iter().chain(&self.sticky);
+        if let Some(&bad) = bad.find(|&&b| b >= lba && b < lba + n) {
             return Err(ErrorKind::Medium { lba: bad });
         }
         let o = lba as usize * self.bs;
@@ -68,6 +72,9 @@ impl BlockDevice for RamDisk {
         }
         if self.full {
             return Err(ErrorKind::NoSpace);
+        }
+        if let Some(&bad) = self.sticky.iter().find(|&&b| b >= lba && b < lba + n) {
+            return Err(ErrorKind::Medium { lba: bad });
         }
         self.medium.retain(|&b| b < lba || b >= lba + n);
         let o = lba as usize * self.bs;
@@ -210,11 +217,93 @@ fn medium_error_is_reconstructed_and_rewritten() {
     assert!(a.disk_mut(d).unwrap().medium.is_empty(), "block rewritten");
     assert_eq!(a.member(d).unwrap().state(), DiskState::Online);
     assert_eq!(a.member(d).unwrap().errors().medium, 1);
+    // Only the block that did not read is rewritten, not the rest of the piece.
+    assert!(a.events().iter().any(|(_, e)| matches!(
+        e,
+        Event::Repaired { disk, lba, blocks: 1 } if *disk as usize == d && *lba == bad
+    )));
+}
+
+/// A sector that takes no write (a drive out of spares) becomes a hole of its member, as md's
+/// bad-block log keeps it: the member stays, serves every other block, counts the sector once,
+/// and the hole's row is reconstructed from the others; a rewrite of it is no repair.
+#[test]
+fn a_block_no_write_can_place_is_a_hole_and_the_member_stays() {
+    let mut a = array(Level::Raid5, 4, 4096, 4);
+    let all = fill(&mut a, 7);
+    let g = *a.geometry();
+    let d = g.disk_of(1, Column::Data(0)).unwrap();
+    let bad = g.stripe_lba(1) + 2;
+    a.disk_mut(d).unwrap().sticky.push(bad);
+    let mut buf = vec![0u8; all.len()];
+    let mut scratch = vec![0u8; 4 * 4096];
+    for pass in 0..3 {
+        let repaired = a.stats().repair_bytes_written;
+        a.read(0, &mut buf, &mut scratch).unwrap();
+        assert!(buf == all, "pass {pass}: data read back");
+        assert_eq!(
+            a.member(d).unwrap().state(),
+            DiskState::Online,
+            "pass {pass}"
+        );
+        assert_eq!(
+            a.member(d).unwrap().errors().medium,
+            1,
+            "pass {pass}: one sector"
+        );
+        assert_eq!(
+            a.stats().repair_bytes_written,
+            repaired,
+            "pass {pass}: nothing placed"
+        );
+    }
     assert!(
-        a.events()
+        !a.events()
             .iter()
-            .any(|(_, e)| matches!(e, Event::Repaired { disk, .. } if *disk as usize == d))
+            .any(|(_, e)| matches!(e, Event::Repaired { .. }))
     );
+    // A new stripe over it: written around the hole, read back whole, the member still in.
+    let sdb = g.stripe_data_bytes();
+    let new = pattern(8, sdb);
+    a.write_stripe(1, &new, &mut scratch).unwrap();
+    let mut got = vec![0u8; sdb];
+    a.read(sdb as u64, &mut got, &mut scratch).unwrap();
+    assert!(got == new, "rewritten stripe read back");
+    assert_eq!(a.member(d).unwrap().state(), DiskState::Online);
+    assert_eq!(a.member(d).unwrap().errors().medium, 1);
+    // Raw member I/O (labels) is told plainly.
+    assert!(matches!(
+        a.disk_write(d, bad, &new[..512]),
+        Err(ArrayError::Disk { kind: ErrorKind::Medium { lba }, .. }) if lba == bad
+    ));
+}
+
+/// Holes on two members of a RAID-5 in one row leave that row of a new stripe unrecoverable:
+/// the write fails rather than acknowledging data that cannot be read.
+#[test]
+fn a_stripe_write_with_holes_past_tolerance_in_one_row_fails() {
+    let mut a = array(Level::Raid5, 4, 4096, 4);
+    fill(&mut a, 9);
+    let g = *a.geometry();
+    let row = g.stripe_lba(2) + 5;
+    a.disk_mut(0).unwrap().sticky.push(row);
+    a.disk_mut(1).unwrap().sticky.push(row);
+    let mut scratch = vec![0u8; 4 * 4096];
+    let new = pattern(10, g.stripe_data_bytes());
+    assert!(matches!(
+        a.write_stripe(2, &new, &mut scratch),
+        Err(ArrayError::WriteFailed { stripe: 2 })
+    ));
+    // Once member 1's bad sector sits one row further, each row has one hole: written.
+    a.disk_mut(1).unwrap().sticky.clear();
+    a.disk_mut(1).unwrap().sticky.push(row + 1);
+    a.write_stripe(2, &new, &mut scratch).unwrap();
+    let mut got = vec![0u8; new.len()];
+    a.read(2 * new.len() as u64, &mut got, &mut scratch)
+        .unwrap();
+    assert!(got == new, "stripe 2 read back around both holes");
+    assert_eq!(a.member(0).unwrap().state(), DiskState::Online);
+    assert_eq!(a.member(1).unwrap().state(), DiskState::Online);
 }
 
 #[test]

@@ -69,7 +69,6 @@ regressions! {
     flushed_write_lost_seed_73,
     flushed_write_lost_seed_82,
     import_transient_seed_67,
-    #[ignore = "known failing: import failed: import after a power cut failed within tolerance: log unreadable at address 2176, before the last flush's end: more faults than the level tolerates; acknowledged writes after it are lost"]
     latent_error_log_header_seed_7201436,
     latent_error_metadata_seed_7100252,
     latent_error_resync_seed_7928334,
@@ -79,7 +78,6 @@ regressions! {
     log_wrap_seed_875,
     log_wrap_seed_991,
     loss_open_extent_seed_1610,
-    #[ignore = "known failing: health inconsistent: 1 LBA ranges lost within tolerance"]
     lost_within_tolerance_seed_228803018,
     lost_heal_write_seed_2540,
     lun_recreate_seed_167,
@@ -117,16 +115,13 @@ regressions! {
     soak_seed_3048631,
     soak_seed_3049272,
     soak_seed_3084257,
-    #[ignore = "known failing: read error within tolerance: read of LUN 0 LBA 32+32 failed within tolerance: LUN 0 LBA 38: data lost"]
     soak_seed_3095274,
     soak_seed_4315289,
     #[ignore = "known failing: read error within tolerance: read of LUN 0 LBA 32+17 failed within tolerance: LUN 0 LBA 35: data lost"]
     soak_seed_4319345,
-    #[ignore = "known failing: read error within tolerance: read of LUN 0 LBA 0+31 failed within tolerance: LUN 0 LBA 15: data lost"]
     soak_seed_4320785,
     soak_seed_4323405,
     soak_seed_4502601,
-    #[ignore = "known failing: read error within tolerance: read of LUN 0 LBA 0+32 failed within tolerance: LUN 0 LBA 28: data lost"]
     soak_seed_4512422,
     soak_seed_4518095,
     soak_seed_4601571,
@@ -137,7 +132,6 @@ regressions! {
     soak_seed_5125095,
     soak_seed_7862941,
     soak_seed_7869030,
-    #[ignore = "known failing: read error within tolerance: read of LUN 1 LBA 37+11 failed within tolerance: LUN 1 LBA 37: data lost"]
     soak_seed_7870244,
     soak_seed_7874148,
     soak_seed_937623827,
