@@ -165,6 +165,34 @@ impl<D: BlockDevice, const N: usize> Membership<D, N> {
         }
     }
 
+    /// When the pool faults (and so writes no new configuration): labels each member the
+    /// configuration on disk already records failed, and whose disk answers again, with that
+    /// configuration as recorded (the same generation, nothing new in it). A disk that failed,
+    /// missed writes and came back otherwise still carries a label naming itself online, and
+    /// an import where the members that outlived it do not answer took it alone and served
+    /// the older data it holds as current. Best effort, outside the error policy.
+    pub fn label_recorded_failed(&mut self, array: &mut Array<D, N>) {
+        let (mut sb, _) = self.superblock(array);
+        for (m, &state) in sb.members.iter_mut().zip(self.recorded.iter()) {
+            m.state = state;
+        }
+        let bb = array.geometry().block_bytes();
+        let mut buf = [0u8; SLOT_BYTES];
+        for slot in self.recorded_failed().iter() {
+            sb.disk_guid = sb.members.get(slot).map_or(0, |m| m.guid);
+            sb.role = Role::Member(slot as u8);
+            if sb.encode(&mut buf).is_err() {
+                return;
+            }
+            if let Some(d) = array.disk_mut(slot) {
+                for copy in 0..2u32 {
+                    let _ = d.write(format::superblock_lba(copy, bb), &buf);
+                    let _ = d.flush();
+                }
+            }
+        }
+    }
+
     /// Superblock copy `copy` of `sb` on every member not failed and every spare.
     fn write_copy(
         &mut self,
@@ -315,7 +343,8 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             // A faulted pool writes nothing that would keep a later import from assembling
             // the best set of members: a configuration naming the last failures would make
             // the members that failed last (often still good) stale, and the pool could
-            // never be imported from them.
+            // never be imported from them. Members it already recorded failed learn so.
+            self.members.label_recorded_failed(&mut self.array);
             return Ok(());
         }
         self.write_config()

@@ -279,6 +279,38 @@ fn a_faulted_pool_keeps_its_last_good_member_importable() {
 }
 
 #[test]
+fn a_member_that_came_back_stale_is_labelled_failed_when_the_pool_faults() {
+    // RAID-1 A, B: A fails, B takes the writes, A comes back (still failed in the pool), then
+    // B fails and the pool faults. A alone must not import as the pool: it missed the writes,
+    // and its label, written before it failed, named it online.
+    let c = mirror_cfg();
+    let mem = vec![0u8; TestPool::memory_bytes(&c, 2)];
+    let mut p = TestPool::create(disks(2, 40_000), disks(0, 40_000), c, [9; 16], mem).unwrap();
+    let lun = p.create_lun("a", 64).unwrap();
+    write_blocks(&mut p, lun, 0, 64, 1);
+    p.flush().unwrap();
+    p.array_mut().disk_mut(0).unwrap().failed = true;
+    write_blocks(&mut p, lun, 0, 64, 2);
+    p.flush().unwrap();
+    assert_eq!(p.status().health, Health::Degraded);
+    p.array_mut().disk_mut(0).unwrap().failed = false;
+    p.array_mut().disk_mut(1).unwrap().failed = true;
+    let _ = p.write(lun, 0, &block(3), false);
+    assert!(p.flush().is_err(), "no member in sync is left");
+    assert_eq!(p.status().health, Health::Faulted);
+    let (members, _, mem) = p.into_parts();
+    let a: Vec<RamDisk> = members.into_iter().flatten().take(1).collect();
+    let opts = ImportOptions {
+        config: mirror_cfg(),
+        skip_refused: true,
+        force: false,
+        rewind: false,
+    };
+    let r = TestPool::import(a, opts, mem);
+    assert!(r.is_err(), "the stale member alone imported");
+}
+
+#[test]
 fn spares_and_replacements_are_refused_on_a_faulted_pool() {
     let (mut p, _) = mirror_with_data(8);
     p.fail_disk(0).unwrap();
