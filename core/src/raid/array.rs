@@ -1239,6 +1239,7 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
         let k = geo.data_strips();
         let ncols = k + geo.parity_strips();
         let base = geo.stripe_lba(stripe);
+        let mut met = DiskSet::EMPTY;
         let mut done = 0;
         while done < len {
             let clen = chunk.min(len - done);
@@ -1249,6 +1250,9 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
             // them (a probe for a damaged column, not a loss).
             let (mut missing, mut by_exclusion) = (0usize, 0usize);
             let mut rewrite = repair;
+            // A member that meets a medium error over one block gets that block; over more,
+            // only the blocks that do not read, once the range is done.
+            let one_block = clen == bb;
             // Read every column we can into its slot.
             for (ci, slot) in scratch.chunks_exact_mut(chunk).take(ncols).enumerate() {
                 let col = geo.parity_column(ci).ok_or(bug!(ArrayError))?;
@@ -1259,8 +1263,12 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
                     && self.readable(d, stripe)
                     && match self.dev_read(d, at, slot) {
                         IoOutcome::Ok => true,
-                        IoOutcome::Failed(ErrorKind::Medium { .. }) => {
+                        IoOutcome::Failed(ErrorKind::Medium { .. }) if one_block => {
                             rewrite = rewrite.with(d);
+                            false
+                        }
+                        IoOutcome::Failed(ErrorKind::Medium { .. }) => {
+                            met = met.with(d);
                             false
                         }
                         IoOutcome::Failed(_) => false,
@@ -1323,6 +1331,8 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
             }
             done += clen;
         }
+        // Best effort: the range is read whatever these rewrites meet.
+        let _ = self.repair_unreadable_in(stripe, off, len, met, scratch);
         Ok(true)
     }
 
@@ -1356,11 +1366,27 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
         disks: DiskSet,
         scratch: &mut [u8],
     ) -> Result<u64, ArrayError> {
+        let len = self.geo.strip_bytes();
+        self.repair_unreadable_in(stripe, 0, len, disks, scratch)
+    }
+
+    /// [`Array::repair_unreadable`] over bytes `off..off + len` of the strips (block-aligned).
+    fn repair_unreadable_in(
+        &mut self,
+        stripe: u64,
+        off: usize,
+        len: usize,
+        disks: DiskSet,
+        scratch: &mut [u8],
+    ) -> Result<u64, ArrayError> {
         let geo = self.geo;
         let bb = geo.block_bytes();
         let base = geo.stripe_lba(stripe);
         let before = self.stats.repair_bytes_written;
-        for row in 0..geo.strip_bytes() / bb {
+        if disks.is_empty() {
+            return Ok(0);
+        }
+        for row in off / bb..(off + len) / bb {
             let buf = scratch.get_mut(..bb).ok_or(ArrayError::ScratchTooSmall)?;
             let bad = disks
                 .iter()
