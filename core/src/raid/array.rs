@@ -1332,7 +1332,7 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
             done += clen;
         }
         // Best effort: the range is read whatever these rewrites meet.
-        let _ = self.repair_unreadable_in(stripe, off, len, met, scratch);
+        let _ = self.repair_unreadable_in(stripe, (off, len), met, exclude, scratch);
         Ok(true)
     }
 
@@ -1367,16 +1367,19 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
         scratch: &mut [u8],
     ) -> Result<u64, ArrayError> {
         let len = self.geo.strip_bytes();
-        self.repair_unreadable_in(stripe, 0, len, disks, scratch)
+        self.repair_unreadable_in(stripe, (0, len), disks, DiskSet::EMPTY, scratch)
     }
 
-    /// [`Array::repair_unreadable`] over bytes `off..off + len` of the strips (block-aligned).
+    /// [`Array::repair_unreadable`] over bytes `range.0..range.0 + range.1` of the strips
+    /// (block-aligned), reconstructing without the members in `exclude` (parity levels; a
+    /// reconstruction's caller probing for a silently bad column: rebuilding from it would
+    /// write its damage onto the member repaired).
     fn repair_unreadable_in(
         &mut self,
         stripe: u64,
-        off: usize,
-        len: usize,
+        (off, len): (usize, usize),
         disks: DiskSet,
+        exclude: DiskSet,
         scratch: &mut [u8],
     ) -> Result<u64, ArrayError> {
         let geo = self.geo;
@@ -1392,8 +1395,14 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
                 .iter()
                 .filter(|&d| !matches!(self.dev_read(d, base + row as u64, buf), IoOutcome::Ok))
                 .fold(DiskSet::EMPTY, DiskSet::with);
-            if !bad.is_empty() {
+            if bad.is_empty() {
+                continue;
+            }
+            if exclude.is_empty() {
                 self.repair(stripe, row * bb, bb, bad, scratch)?;
+            } else {
+                let at = row * bb;
+                self.reconstruct_range(stripe, at, bb, None, exclude, bad, scratch, false)?;
             }
         }
         Ok((self.stats.repair_bytes_written - before) / bb as u64)

@@ -137,6 +137,7 @@ regressions! {
     soak_seed_937623827,
     spare_rebuild_restart_seed_153,
     sticky_rewrite_count_seed_15009620,
+    sticky_rewrite_exclude_seed_11627,
     superblock_copies_seed_1714,
     torn_stripe_crc_seed_10007915,
     torn_stripe_crc_seed_7103141,
