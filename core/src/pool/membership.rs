@@ -149,20 +149,8 @@ impl<D: BlockDevice, const N: usize> Membership<D, N> {
     /// do not answer (it kept a label naming itself online, and an import of it alone served
     /// the data it held when it left). Best effort: a dead disk takes no label.
     pub fn label_departing(&mut self, array: &mut Array<D, N>, slot: usize) {
-        let (mut sb, members) = self.superblock(array);
-        let bb = array.geometry().block_bytes();
-        let mut buf = [0u8; SLOT_BYTES];
-        sb.disk_guid = members.get(slot).map_or(0, |m| m.guid);
-        sb.role = Role::Member(slot as u8);
-        if sb.encode(&mut buf).is_err() {
-            return;
-        }
-        if let Some(d) = array.disk_mut(slot) {
-            for copy in 0..2u32 {
-                let _ = d.write(format::superblock_lba(copy, bb), &buf);
-                let _ = d.flush();
-            }
-        }
+        let (mut sb, _) = self.superblock(array);
+        label_slot(array, &mut sb, slot);
     }
 
     /// When the pool faults (and so writes no new configuration): labels each member the
@@ -176,20 +164,8 @@ impl<D: BlockDevice, const N: usize> Membership<D, N> {
         for (m, &state) in sb.members.iter_mut().zip(self.recorded.iter()) {
             m.state = state;
         }
-        let bb = array.geometry().block_bytes();
-        let mut buf = [0u8; SLOT_BYTES];
         for slot in self.recorded_failed().iter() {
-            sb.disk_guid = sb.members.get(slot).map_or(0, |m| m.guid);
-            sb.role = Role::Member(slot as u8);
-            if sb.encode(&mut buf).is_err() {
-                return;
-            }
-            if let Some(d) = array.disk_mut(slot) {
-                for copy in 0..2u32 {
-                    let _ = d.write(format::superblock_lba(copy, bb), &buf);
-                    let _ = d.flush();
-                }
-            }
+            label_slot(array, &mut sb, slot);
         }
     }
 
@@ -254,6 +230,28 @@ impl<D: BlockDevice, const N: usize> Membership<D, N> {
             }
         }
         true
+    }
+}
+
+/// Writes `sb` as the label of the disk in member slot `slot` (both copies, each flushed),
+/// outside the error policy: best effort, a dead disk takes no label.
+fn label_slot<D: BlockDevice, const N: usize>(
+    array: &mut Array<D, N>,
+    sb: &mut Superblock,
+    slot: usize,
+) {
+    let bb = array.geometry().block_bytes();
+    let mut buf = [0u8; SLOT_BYTES];
+    sb.disk_guid = sb.members.get(slot).map_or(0, |m| m.guid);
+    sb.role = Role::Member(slot as u8);
+    if sb.encode(&mut buf).is_err() {
+        return;
+    }
+    if let Some(d) = array.disk_mut(slot) {
+        for copy in 0..2u32 {
+            let _ = d.write(format::superblock_lba(copy, bb), &buf);
+            let _ = d.flush();
+        }
     }
 }
 
