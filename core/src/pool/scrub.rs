@@ -11,7 +11,7 @@ use crate::error::IoError;
 use crate::event::Event;
 use crate::format::{self, BlockPtr, ItemKind, SegState};
 use crate::log::{Expect, SeqRule};
-use crate::raid::{Column, DiskSet, Level, VerifyReport};
+use crate::raid::{Array, ArrayError, Column, DiskSet, Level, VerifyReport};
 
 /// A scrub in progress.
 #[derive(Debug, Clone, Copy)]
@@ -166,10 +166,8 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
                 if reached < stripe_end || (mirror && !rep.consistent()) {
                     return Ok((0, blocks));
                 }
-                let before = self.array.stats().repair_bytes_written;
-                let io = self.io()?;
-                let res = io.array.repair_unreadable(s, unreadable, io.scratch);
-                self.counters.repair_bytes += self.array.stats().repair_bytes_written - before;
+                let res = self
+                    .counted(|a, scratch| a.repair_unreadable(s, unreadable, scratch).map(|_| ()));
                 match res {
                     // Blocks a sticky sector would not take stay holes, and are not counted.
                     Ok(written) => fixed = written,
@@ -190,19 +188,26 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             .map_err(IoError::Device)
     }
 
-    /// Rewrites the strips of `members` in stripe `s` from the others, counting the bytes;
-    /// returns the member blocks written.
+    /// Rewrites the strips of `members` in stripe `s` from the others; returns the member
+    /// blocks written.
     fn repair(&mut self, s: u64, members: DiskSet) -> Result<u64, IoError> {
-        let geo = *self.array.geometry();
+        let strip = self.array.geometry().strip_bytes();
+        self.counted(|a, scratch| a.repair(s, 0, strip, members, scratch))
+    }
+
+    /// Runs `repair` (an array repair, given the scratch buffer), counting the bytes it wrote
+    /// in the pool's counters; returns the member blocks written.
+    fn counted(
+        &mut self,
+        repair: impl FnOnce(&mut Array<D, N>, &mut [u8]) -> Result<(), ArrayError>,
+    ) -> Result<u64, IoError> {
         let before = self.array.stats().repair_bytes_written;
         let io = self.io()?;
-        let res = io
-            .array
-            .repair(s, 0, geo.strip_bytes(), members, io.scratch);
+        let res = repair(io.array, io.scratch);
         let written = self.array.stats().repair_bytes_written - before;
         self.counters.repair_bytes += written;
         res.map_err(IoError::Device)?;
-        Ok(written / geo.block_bytes() as u64)
+        Ok(written / self.array.geometry().block_bytes() as u64)
     }
 
     /// The members of `set` that hold current data for stripe `s` (online, or rebuilt past

@@ -307,7 +307,12 @@ fn a_member_that_came_back_stale_is_labelled_failed_when_the_pool_faults() {
         rewind: false,
     };
     let r = TestPool::import(a, opts, mem);
-    assert!(r.is_err(), "the stale member alone imported");
+    // Its own label names it failed, and the other member is missing: two out.
+    assert_eq!(
+        r.err(),
+        Some(OpenError::TooManyMissing { missing: 2 }),
+        "the stale member alone imported"
+    );
 }
 
 #[test]
