@@ -30,8 +30,9 @@ use crate::raid::{DiskState, Geometry};
 /// (2: a rebuild cursor names the disk it belongs to; 3: segment entries carry the sequence
 /// number their use began with; 4: the last [`FLUSH_MARK_SLOTS`] slots of the intent-log area
 /// hold flush marks, not ring records; 5: 64-byte headers are sealed with [`header_crc`], not
-/// CRC32C.)
-pub const FORMAT_VERSION: u16 = 5;
+/// CRC32C; 6: map entries of uncompressed extents carry their own block's CRC32C,
+/// [`MapEntry::block_crc`].)
+pub const FORMAT_VERSION: u16 = 6;
 /// Magic of a superblock ("RCSUPER1").
 pub const SUPER_MAGIC: u64 = u64::from_le_bytes(*b"RCSUPER1");
 /// Magic of a checkpoint root ("RCROOT01").
@@ -412,14 +413,20 @@ impl BlockPtr {
 ///
 /// Layout: `[0..6]` item address in 64-byte units, `[6]` block index inside the extent, `[7]`
 /// extent block count, `[8..12]` stored payload length in bytes (bit 31: valid, bit 30:
-/// compressed; the item's length follows from it), `[12..16]` payload CRC32C. An all-zero entry
-/// is unmapped.
+/// compressed, bit 29: [`MapEntry::block_crc`]; the item's length follows from bits 0..29),
+/// `[12..16]` a CRC32C: of this entry's own 4 KiB block when `block_crc` is set, else of the
+/// item's whole payload. An all-zero entry is unmapped.
+///
+/// A block CRC lets a read of one block of an uncompressed extent read and check that block
+/// alone (not the item's header or the other blocks), and lets loss be exact to the block: a
+/// block whose bytes still check is served even when the rest of its extent is lost. Compressed
+/// extents decode only whole, so their entries keep the payload's CRC.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct MapEntry {
     /// Item address in 64-byte units.
     pub unit: u64,
-    /// Stored payload bytes of the item (below 2^30).
+    /// Stored payload bytes of the item (below 2^29).
     pub stored_len: u32,
     /// Index of this block inside its extent.
     pub index: u8,
@@ -427,8 +434,10 @@ pub struct MapEntry {
     pub blocks: u8,
     /// The payload is compressed.
     pub compressed: bool,
-    /// Payload CRC32C.
+    /// CRC32C of this block's 4 KiB (`block_crc`) or of the item's payload.
     pub crc: u32,
+    /// `crc` covers this entry's own block (uncompressed extents), not the whole payload.
+    pub block_crc: bool,
     /// The entry maps something.
     pub valid: bool,
 }
@@ -442,6 +451,7 @@ impl MapEntry {
         blocks: 0,
         compressed: false,
         crc: 0,
+        block_crc: false,
         valid: false,
     };
 
@@ -470,11 +480,13 @@ impl MapEntry {
             blocks: 0,
             compressed: false,
             crc: p.crc,
+            block_crc: false,
             valid: true,
         }
     }
 
-    /// The item this entry points at.
+    /// The item this entry points at, with the payload CRC it must match (0: none known here,
+    /// for an entry holding its block's CRC instead).
     #[must_use]
     pub const fn ptr(&self) -> BlockPtr {
         if !self.valid {
@@ -483,7 +495,24 @@ impl MapEntry {
         BlockPtr {
             addr: self.addr(),
             len: self.item_bytes() as u32,
-            crc: self.crc,
+            crc: if self.block_crc { 0 } else { self.crc },
+        }
+    }
+
+    /// Log address of this entry's own 4 KiB block inside an uncompressed extent item.
+    #[must_use]
+    pub const fn block_addr(&self) -> u64 {
+        self.addr() + HEADER_BYTES as u64 + self.index as u64 * LUN_BLOCK as u64
+    }
+
+    /// The log bytes `[lo, hi)` a read of this block needs: its own 4 KiB when the entry holds
+    /// its block's CRC, else the whole item (header and payload, checked and decoded whole).
+    #[must_use]
+    pub const fn read_span(&self) -> (u64, u64) {
+        if self.block_crc {
+            (self.block_addr(), self.block_addr() + LUN_BLOCK as u64)
+        } else {
+            (self.addr(), self.addr() + self.item_bytes() as u64)
         }
     }
 
@@ -512,9 +541,10 @@ impl MapEntry {
             b[..6].copy_from_slice(&u[..6]);
             b[6] = self.index;
             b[7] = self.blocks;
-            let len = (self.stored_len & 0x3fff_ffff)
+            let len = (self.stored_len & 0x1fff_ffff)
                 | 0x8000_0000
-                | if self.compressed { 0x4000_0000 } else { 0 };
+                | if self.compressed { 0x4000_0000 } else { 0 }
+                | if self.block_crc { 0x2000_0000 } else { 0 };
             b[8..12].copy_from_slice(&len.to_le_bytes());
             b[12..16].copy_from_slice(&self.crc.to_le_bytes());
         }
@@ -537,11 +567,12 @@ impl MapEntry {
         }
         MapEntry {
             unit: u64::from_le_bytes(u),
-            stored_len: len & 0x3fff_ffff,
+            stored_len: len & 0x1fff_ffff,
             index: e.get(6).copied().unwrap_or(0),
             blocks: e.get(7).copied().unwrap_or(0),
             compressed: len & 0x4000_0000 != 0,
             crc: get_u32(e, 12),
+            block_crc: len & 0x2000_0000 != 0,
             valid: true,
         }
     }
@@ -1160,11 +1191,29 @@ mod tests {
             blocks: 32,
             compressed: true,
             crc: 0x0102_0304,
+            block_crc: false,
             valid: true,
         };
         let mut b = [0u8; 32];
         e.encode(&mut b, 16);
         assert_eq!(MapEntry::decode(&b, 16), e);
+        let raw = MapEntry {
+            compressed: false,
+            block_crc: true,
+            ..e
+        };
+        raw.encode(&mut b, 16);
+        assert_eq!(MapEntry::decode(&b, 16), raw);
+        // Its block alone: past the header, at its index; the item's pointer carries no CRC.
+        let block = (1u64 << 48) - 1;
+        let lo = block * 64 + 64 + 15 * 4096;
+        assert_eq!(raw.read_span(), (lo, lo + 4096));
+        assert_eq!(raw.ptr().crc, 0);
+        assert_eq!(
+            e.read_span(),
+            (block * 64, block * 64 + e.item_bytes() as u64)
+        );
+        e.encode(&mut b, 16);
         assert_eq!(MapEntry::decode(&b, 0), MapEntry::NONE);
         assert_eq!(MapEntry::decode(&b, 30), MapEntry::NONE);
         let p = BlockPtr {

@@ -8,7 +8,10 @@ use raidcore_hal::BlockDevice;
 use super::{LogIo, Pass};
 use crate::error::{IoError, bug};
 use crate::event::Event;
-use crate::format::{BlockPtr, HEADER_BYTES, ItemHeader, ItemKind, SECTOR, SegEntry};
+use crate::format::{
+    BlockPtr, FormatError, HEADER_BYTES, ItemHeader, ItemKind, LUN_BLOCK, MapEntry, SECTOR,
+    SegEntry,
+};
 use crate::raid::{ArrayError, DiskSet, Geometry, Level};
 
 /// What an item read must find.
@@ -22,6 +25,10 @@ pub(crate) struct Expect {
     pub level: Option<u32>,
     /// The item's sequence number, when known (roll-forward).
     pub seq: Option<u64>,
+    /// For uncompressed extents read through a map entry holding its block's CRC: that block's
+    /// index in the item and its CRC32C (the pointer then carries no payload CRC, and this is
+    /// what tells the current item from an older one at the same address).
+    pub block: Option<(u8, u32)>,
 }
 
 impl Expect {
@@ -32,7 +39,16 @@ impl Expect {
             lba: Some(lba),
             level: None,
             seq: None,
+            block: None,
         }
+    }
+    /// An extent read through map entry `e` of `lun`'s block `lba`.
+    pub const fn entry(lun: u16, lba: u64, e: &MapEntry) -> Self {
+        let mut x = Expect::extent(lun, lba);
+        if e.block_crc && !e.compressed {
+            x.block = Some((e.index, e.crc));
+        }
+        x
     }
     pub const fn page(lun: u16, level: u8, index: u64) -> Self {
         Expect {
@@ -41,6 +57,7 @@ impl Expect {
             lba: Some(index),
             level: Some(level as u32),
             seq: None,
+            block: None,
         }
     }
     pub const fn table(kind: ItemKind) -> Self {
@@ -50,6 +67,7 @@ impl Expect {
             lba: None,
             level: None,
             seq: None,
+            block: None,
         }
     }
     /// Whatever `h` says of itself, at its sequence number (walks over a segment).
@@ -60,6 +78,7 @@ impl Expect {
             lba: None,
             level: None,
             seq: Some(h.seq),
+            block: None,
         }
     }
 }
@@ -240,15 +259,68 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
     ) -> Result<(ItemHeader, usize, DiskSet), IoError> {
         let len = ptr.len as usize;
         if len < HEADER_BYTES || len > self.item.len().saturating_sub(2 * 4096) {
-            return Err(IoError::Corrupt(crate::format::FormatError::Bounds));
+            return Err(IoError::Corrupt(FormatError::Bounds));
         }
-        let err = match self.try_item(ptr, expect, DiskSet::EMPTY) {
-            Ok((h, off)) => return Ok((h, off, DiskSet::EMPTY)),
+        let (h, at, ex) = self.read_checked(ptr, |io, ex| io.try_item(ptr, expect, ex))?;
+        Ok((h, at + HEADER_BYTES, ex))
+    }
+
+    /// Reads `crcs.len()` whole 4 KiB blocks of the uncompressed extent item at log address
+    /// `item`, from its block `first`, into `self.item`, each checked against its CRC32C in
+    /// `crcs` (from the blocks' map entries) — the item's header and its other blocks are not
+    /// read. Blocks that do not check are read again without each [`suspect_set`], and the bad
+    /// members healed, as [`Self::load_item`] does for items. Returns where the first block
+    /// starts in `self.item`.
+    ///
+    /// # Errors
+    /// [`IoError::Corrupt`] or [`IoError::Device`] when no reconstruction makes every block
+    /// check; `Corrupt(Bounds)` for more blocks than the item buffer holds.
+    pub fn load_blocks(&mut self, item: u64, first: u8, crcs: &[u32]) -> Result<usize, IoError> {
+        let len = crcs.len() * LUN_BLOCK;
+        if crcs.is_empty() || len > self.item.len().saturating_sub(2 * 4096) {
+            return Err(IoError::Corrupt(FormatError::Bounds));
+        }
+        let span = BlockPtr {
+            addr: item + HEADER_BYTES as u64 + u64::from(first) * LUN_BLOCK as u64,
+            len: len as u32,
+            crc: 0,
+        };
+        let ((), at, _) = self.read_checked(span, |io, ex| {
+            let buf = core::mem::take(&mut io.item);
+            let read = io.read_log(span.addr, len, buf, ex);
+            io.item = buf;
+            let at = read?;
+            let blocks = io.item.get(at..at + len).ok_or(bug!(IoError))?;
+            let ok = blocks
+                .chunks_exact(LUN_BLOCK)
+                .zip(crcs)
+                .all(|(b, &crc)| crate::format::crc32c(b) == crc);
+            if ok {
+                Ok(((), at))
+            } else {
+                Err(IoError::Corrupt(FormatError::Crc))
+            }
+        })?;
+        Ok(at)
+    }
+
+    /// The read every checked load shares: `attempt` reads the log bytes of `span` leaving out
+    /// a set of members, checks them, and returns what it found and where `span`'s first byte
+    /// lies in `self.item`. Tried with the members as they lie, then without each
+    /// [`suspect_set`] in turn; the first set that checks has its members healed (live reads;
+    /// import rewrites whole stripes instead) and is returned with its result.
+    fn read_checked<T>(
+        &mut self,
+        span: BlockPtr,
+        mut attempt: impl FnMut(&mut Self, DiskSet) -> Result<(T, usize), IoError>,
+    ) -> Result<(T, usize, DiskSet), IoError> {
+        let err = match attempt(self, DiskSet::EMPTY) {
+            Ok((t, at)) => return Ok((t, at, DiskSet::EMPTY)),
             Err(e) => e,
         };
-        // Items still in memory cannot be healed from members.
+        // Bytes still in memory cannot be healed from members.
         let open = self.log.stripe_addr..self.log.stripe_addr + self.log.sdb as u64;
-        let in_memory = open.contains(&ptr.addr) && self.pass == Pass::Live;
+        let in_memory = open.contains(&span.addr) && self.pass == Pass::Live;
         if in_memory
             || matches!(
                 err,
@@ -264,21 +336,21 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
         let mut i = 1;
         while let Some(ex) = suspect_set(&geo, i) {
             i += 1;
-            if let Ok((h, off)) = self.try_item(ptr, expect, ex) {
+            if let Ok((t, at)) = attempt(self, ex) {
                 if self.pass == Pass::Live {
-                    self.heal(ptr, off - HEADER_BYTES, ex);
+                    self.heal(span, at, ex);
                 } else {
                     // Import rewrites the whole stripe from checked bytes instead.
                     self.note_healed();
                 }
-                return Ok((h, off, ex));
+                return Ok((t, at, ex));
             }
         }
         // Not in roll-forward's first pass, which finds where the log ends: an unreadable item
         // there is most often the torn tail (writes never flushed). A loss before the end is
         // read again, and reported, by the second pass.
         if self.pass == Pass::Live
-            && let Some(s) = geo.locate(ptr.addr).map(|l| l.0)
+            && let Some(s) = geo.locate(span.addr).map(|l| l.0)
         {
             self.array
                 .events_mut()
@@ -287,6 +359,8 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
         Err(err)
     }
 
+    /// One attempt of [`Self::load_item_rebuilt`]: the item read without the members of
+    /// `exclude` and checked. Returns its header and where the item starts in `self.item`.
     fn try_item(
         &mut self,
         ptr: BlockPtr,
@@ -301,7 +375,7 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
         let max_payload = len - HEADER_BYTES;
         let bytes = self.item.get(off..off + len).ok_or(bug!(IoError))?;
         let hdr = ItemHeader::decode(bytes, max_payload).map_err(IoError::Corrupt)?;
-        let bad = crate::format::FormatError::Crc;
+        let bad = IoError::Corrupt(FormatError::Crc);
         if hdr.pool != self.log.tag
             || hdr.addr != ptr.addr
             || hdr.item_bytes() != len
@@ -310,7 +384,7 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
             || expect.seq.is_some_and(|s| s != hdr.seq)
             || expect.level.is_some_and(|lv| lv != hdr.blocks)
         {
-            return Err(IoError::Corrupt(bad));
+            return Err(bad);
         }
         if let Some(x) = expect.lba {
             let ok = match hdr.kind {
@@ -318,7 +392,7 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
                 _ => x == hdr.lba,
             };
             if !ok {
-                return Err(IoError::Corrupt(bad));
+                return Err(bad);
             }
         }
         let payload = bytes
@@ -326,9 +400,18 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
             .ok_or(bug!(IoError))?;
         let crc = crate::format::crc32c(payload);
         if crc != hdr.payload_crc || (ptr.crc != 0 && crc != ptr.crc) {
-            return Err(IoError::Corrupt(bad));
+            return Err(bad);
         }
-        Ok((hdr, off + HEADER_BYTES))
+        if let Some((i, want)) = expect.block {
+            let at = usize::from(i) * LUN_BLOCK;
+            let block = payload.get(at..at + LUN_BLOCK).ok_or(bad)?;
+            if hdr.flags & crate::format::FLAG_COMPRESSED != 0
+                || crate::format::crc32c(block) != want
+            {
+                return Err(bad);
+            }
+        }
+        Ok((hdr, off))
     }
 
     /// Rewrites, on members `bad`, the bytes of the item at `ptr` (checked, at `self.item[at..]`)

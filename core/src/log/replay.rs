@@ -17,7 +17,10 @@ use raidcore_hal::BlockDevice;
 use super::zil::{ZIL_REFS, ZilRef};
 use super::{Expect, LogIo, Pass, SeqRule};
 use crate::error::{IoError, bug};
-use crate::format::{BlockPtr, FlushMark, HEADER_BYTES, ItemHeader, ItemKind, LogCursor};
+use crate::format::{
+    BlockPtr, FLAG_COMPRESSED, FlushMark, HEADER_BYTES, ItemHeader, ItemKind, LUN_BLOCK, LogCursor,
+    crc32c,
+};
 
 /// What import's roll-forward knows beyond the root.
 #[derive(Debug, Clone, Default)]
@@ -68,9 +71,14 @@ pub(crate) struct LogEnd {
 }
 
 /// One item the scan passed.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct Scanned {
     pub header: ItemHeader,
+    /// The second pass's uncompressed extents that checked: the CRC32C of each 4 KiB block,
+    /// for their map entries ([`crate::format::MapEntry::block_crc`]). Empty for anything
+    /// else, and for an extent that did not check (its entries keep the payload's CRC, which
+    /// no read of it then matches).
+    pub block_crcs: Vec<u32, 32>,
 }
 
 /// The stripe the first pass is assembling.
@@ -226,6 +234,7 @@ impl<'r> LogScan<'r> {
         }
         let mut src = hoff;
         let mut avail = HEADER_BYTES;
+        let mut block_crcs = Vec::new();
         if h.kind != ItemKind::Pad {
             let ptr = BlockPtr {
                 addr: self.cursor,
@@ -236,6 +245,9 @@ impl<'r> LogScan<'r> {
                 Ok((_, payload_off)) => {
                     src = payload_off - HEADER_BYTES;
                     avail = h.item_bytes();
+                    if !assemble {
+                        block_crcs = raw_block_crcs(io, &h, payload_off)?;
+                    }
                 }
                 // Before the newest flush mark an item no redundancy rebuilds is damage, not a
                 // torn tail: keep it (its blocks read as errors, never as the older data the
@@ -263,7 +275,10 @@ impl<'r> LogScan<'r> {
             self.asm = Some(asm);
         }
         self.advance(io.log.sdb() as u64, &h);
-        Ok(Some(Scanned { header: h }))
+        Ok(Some(Scanned {
+            header: h,
+            block_crcs,
+        }))
     }
 
     fn before_mark(&self, replay: &Replay, sdb: u64) -> bool {
@@ -365,4 +380,25 @@ fn finish_stripe<D: BlockDevice, const N: usize>(
     asm.dirty = false;
     io.stripe.fill(0);
     Ok(())
+}
+
+/// The CRC32C of each 4 KiB block of the uncompressed extent `h` whose checked payload starts
+/// at `io.item[at..]`; empty for any other item.
+fn raw_block_crcs<D: BlockDevice, const N: usize>(
+    io: &LogIo<'_, D, N>,
+    h: &ItemHeader,
+    at: usize,
+) -> Result<Vec<u32, 32>, IoError> {
+    let mut out = Vec::new();
+    if h.kind != ItemKind::Extent || h.flags & FLAG_COMPRESSED != 0 {
+        return Ok(out);
+    }
+    let payload = io
+        .item
+        .get(at..at + h.stored_len as usize)
+        .ok_or(bug!(IoError))?;
+    for block in payload.chunks_exact(LUN_BLOCK) {
+        out.push(crc32c(block)).map_err(|_| bug!(IoError))?;
+    }
+    Ok(out)
 }

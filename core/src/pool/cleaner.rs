@@ -16,7 +16,9 @@ use raidcore_hal::BlockDevice;
 
 use super::Pool;
 use crate::error::{IoError, bug};
-use crate::format::{ItemHeader, ItemKind, LUN_BLOCK, SegEntry, SegState};
+use crate::format::{
+    FormatError, ItemHeader, ItemKind, LUN_BLOCK, MapEntry, SegEntry, SegState, crc32c,
+};
 use crate::log::SeqRule;
 use crate::volume::Writer;
 use crate::volume::map::PageKey;
@@ -237,18 +239,38 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         let mut vol = self.vol()?;
         // Which blocks does the map still point here?
         let mut live = [false; 32];
+        let mut entries = [MapEntry::NONE; 32];
         let mut any = None;
         for i in 0..h.blocks.min(32) {
             let e = vol.map_get(h.lun, h.lba + u64::from(i))?;
             if e.valid && e.addr() == h.addr {
-                if let Some(x) = live.get_mut(i as usize) {
-                    *x = true;
+                if let (Some(x), Some(y)) = (live.get_mut(i as usize), entries.get_mut(i as usize))
+                {
+                    (*x, *y) = (true, e);
                 }
                 any = Some(e);
             }
         }
         let Some(e) = any else { return Ok(()) };
-        let Ok(base) = vol.load_extent(h.lun, h.lba + u64::from(e.index), e) else {
+        let loaded = vol.load_extent(h.lun, h.lba + u64::from(e.index), e);
+        // Every block moved must be the one its entry names (an entry holding its block's CRC
+        // checks that block; the load checked only one of them).
+        let Ok(base) = loaded.and_then(|base| {
+            let ok = (0..32).all(|i| {
+                let e = entries.get(i).copied().unwrap_or(MapEntry::NONE);
+                let at = base + i * LUN_BLOCK;
+                !e.block_crc
+                    || vol
+                        .raw
+                        .get(at..at + LUN_BLOCK)
+                        .is_some_and(|b| crc32c(b) == e.crc)
+            });
+            if ok {
+                Ok(base)
+            } else {
+                Err(IoError::Corrupt(FormatError::Crc))
+            }
+        }) else {
             // Damaged beyond repair: leave it (reads report it); the segment stays.
             return Ok(());
         };

@@ -613,7 +613,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             let next = scan.next(&mut self.io()?, replay)?;
             let Some(it) = next else { break };
             if it.header.kind != ItemKind::Pad {
-                self.replay_item(&it.header)?;
+                self.replay_item(&it.header, &it.block_crcs)?;
             }
         }
         let replayed = scan.end(&mut self.io()?, replay)?;
@@ -623,8 +623,9 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         Ok(())
     }
 
-    /// Applies one logged item to the map during roll-forward.
-    fn replay_item(&mut self, h: &ItemHeader) -> Result<(), IoError> {
+    /// Applies one logged item to the map during roll-forward. `block_crcs`: an uncompressed
+    /// extent's block CRCs, when its payload checked (its entries then hold them).
+    fn replay_item(&mut self, h: &ItemHeader, block_crcs: &[u32]) -> Result<(), IoError> {
         let fits = self
             .luns
             .slot(h.lun)
@@ -634,14 +635,17 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
                 let mut vol = self.vol()?;
                 let seg = vol.io.log.seg_of(h.addr);
                 vol.io.segs().account(seg, h.item_bytes() as u32, true);
+                let per_block = block_crcs.len() == h.blocks as usize;
                 for i in 0..h.blocks {
+                    let block_crc = block_crcs.get(i as usize).filter(|_| per_block);
                     let e = MapEntry {
                         unit: h.addr / ITEM_ALIGN as u64,
                         stored_len: h.stored_len,
                         index: i as u8,
                         blocks: h.blocks as u8,
                         compressed: h.flags & format::FLAG_COMPRESSED != 0,
-                        crc: h.payload_crc,
+                        crc: block_crc.copied().unwrap_or(h.payload_crc),
+                        block_crc: block_crc.is_some(),
                         valid: true,
                     };
                     vol.map_set(h.lun, h.lba + u64::from(i), e)?;

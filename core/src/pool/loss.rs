@@ -12,30 +12,37 @@ use crate::format::BadRange;
 impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: usize, const S: usize>
     Pool<D, M, N, L, P, S>
 {
-    /// The blocks of the extent at `addr` (`lun`, `lba`, `blocks`) the map still points at go
-    /// on the unrecoverable list, one range per run of them: blocks rewritten since live in
-    /// another extent, or in an open extent in RAM whose map entries are not set yet, and are
-    /// not lost.
+    /// The blocks of the extent at `addr` (`lun`, `lba`, `blocks`) the map still points at
+    /// and that no copy or reconstruction makes check go on the unrecoverable list, one range
+    /// per run of them; returns how many. Blocks rewritten since live in another extent, or in
+    /// an open extent in RAM whose map entries are not set yet, and are not lost; a block whose
+    /// entry holds its own CRC is read alone and listed only if it fails (the rest of a
+    /// damaged uncompressed extent is not lost with it); any other block of the extent is
+    /// listed (its item did not check whole, and it decodes only from the whole).
     pub(crate) fn record_lost_extent(
         &mut self,
         addr: u64,
         lun: u16,
         lba: u64,
         blocks: u32,
-    ) -> Result<(), IoError> {
+    ) -> Result<u64, IoError> {
         // A deleted LUN's extents are dead, and the blocks past a LUN's end (one shrunk,
         // or a deleted LUN's number reused) were not its: nothing of theirs is lost, and a
         // look into their map would load pages of a tree that is not there.
         let Ok(rec) = self.luns.live(lun) else {
-            return Ok(());
+            return Ok(0);
         };
         let end = lba.saturating_add(u64::from(blocks)).min(rec.blocks);
         let mut run: Option<(u64, u32)> = None;
+        let mut listed = 0;
         for b in lba..end {
             let e = self.vol()?.map_get(lun, b)?;
             let held = self.streams.holding(lun, b).is_some();
             #[allow(unused_mut)]
             let mut live = e.valid && e.addr() == addr && !held;
+            if live && e.block_crc {
+                live = !self.vol()?.block_checks(lun, b, e)?;
+            }
             // Deliberate bug for the fault campaign's self-test: rewritten blocks listed too.
             #[cfg(feature = "_mutate")]
             if crate::mutate::active(crate::mutate::Mutation::LossOverDeclared) {
@@ -47,6 +54,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
                 (Some(_), false) => {
                     if let Some((lba, blocks)) = run.take() {
                         self.list_lost(BadRange { lun, lba, blocks });
+                        listed += u64::from(blocks);
                     }
                 }
                 (None, false) => {}
@@ -54,8 +62,9 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         }
         if let Some((lba, blocks)) = run {
             self.list_lost(BadRange { lun, lba, blocks });
+            listed += u64::from(blocks);
         }
-        Ok(())
+        Ok(listed)
     }
 
     /// Lists `r` as lost; a full list is said in an event rather than dropped silently.
@@ -68,11 +77,11 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         }
     }
 
-    /// A client read found `lun`'s block `lba` lost (its extent's every reconstruction
-    /// failed its checksum, or more of its rows were unreadable than the level tolerates):
-    /// the live blocks of that extent go on the list, as a rebuild or scrub would put them.
-    /// Called only once the read is known not to have met a host condition (which suspends
-    /// the pool and loses nothing).
+    /// A client read found `lun`'s block `lba` lost (no copy or reconstruction of it checked,
+    /// or more of its rows were unreadable than the level tolerates): it goes on the list, with
+    /// the blocks of its extent that fail too ([`Self::record_lost_extent`]), as a rebuild or
+    /// scrub would list them. Called only once the read is known not to have met a host
+    /// condition (which suspends the pool and loses nothing).
     pub(crate) fn list_lost_block(&mut self, lun: u16, lba: u64) -> Result<(), IoError> {
         let e = self.vol()?.map_get(lun, lba)?;
         if !e.valid {
@@ -80,11 +89,13 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         }
         let first = lba.saturating_sub(u64::from(e.index));
         self.record_lost_extent(e.addr(), lun, first, u32::from(e.blocks))
+            .map(|_| ())
     }
 
-    /// After a member came back in sync: the listed blocks whose extents read back checking
-    /// now (their rows lay on that member) leave the list; the rest stay. Each range is walked
-    /// once, in LUN and LBA order, each extent loaded once.
+    /// After a member came back in sync: the listed blocks that read back checking now (their
+    /// rows lay on that member) leave the list; the rest stay. Each range is walked once, in
+    /// LUN and LBA order; a block whose entry holds its own CRC is read alone, any other
+    /// extent is loaded once.
     pub(crate) fn recheck_lost(&mut self) -> Result<(), IoError> {
         let mut cursor = (0u16, 0u64);
         while let Some(r) = self.luns.next_bad_from(cursor.0, cursor.1) {
@@ -96,9 +107,9 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
                     continue;
                 }
                 let ok = match verdict {
-                    Some((addr, ok)) if addr == e.addr() => ok,
+                    Some((addr, ok)) if addr == e.addr() && !e.block_crc => ok,
                     _ => {
-                        let ok = vol.load_extent(r.lun, lba, e).is_ok();
+                        let ok = vol.block_checks(r.lun, lba, e)?;
                         verdict = Some((e.addr(), ok));
                         ok
                     }

@@ -40,7 +40,8 @@ use raidcore_hal::{BlockDevice, BlockSize};
 use crate::error::bug;
 use crate::event::EventLog;
 use crate::format::{
-    self, LUN_NAME_MAX, PoolLayout, ROOT_SLOTS, SLOT_BYTES, SegEntry, SegState, Superblock,
+    self, LUN_NAME_MAX, MAX_EXTENT_BYTES, PoolLayout, ROOT_SLOTS, SLOT_BYTES, SegEntry, SegState,
+    Superblock,
 };
 use crate::log::{Log, LogIo, Pass};
 use crate::raid::{Array, ArrayConfig, Geometry, GeometryError, Level};
@@ -1119,10 +1120,14 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         self.check_io(lun, lba, buf.len())?;
         self.serving()?;
         let mut res = Ok(());
-        for (i, blk) in buf.chunks_exact_mut(LUN_BLOCK).enumerate() {
-            res = self.read_block(lun, lba + i as u64, blk);
-            if res.is_err() {
-                break;
+        let mut done = 0;
+        while let Some(rest) = buf.get_mut(done * LUN_BLOCK..).filter(|r| !r.is_empty()) {
+            match self.read_some(lun, lba + done as u64, rest) {
+                Ok(n) => done += n.max(1),
+                Err(e) => {
+                    res = Err(e);
+                    break;
+                }
             }
         }
         let fresh_loss = match res {
@@ -1145,17 +1150,29 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         Ok(())
     }
 
-    /// Reads one block of `lun` into `out` (4 KiB): from an open extent, else through the map.
-    fn read_block(&mut self, lun: u16, lba: u64, out: &mut [u8]) -> Result<(), IoError> {
+    /// Reads blocks of `lun` from `lba` into `out` (whole 4 KiB blocks, at least one): one from
+    /// an open extent, else a run through the map ([`Volume::read_run`]) that stops short of
+    /// the first block an open extent holds (its map entry is older). Returns how many.
+    fn read_some(&mut self, lun: u16, lba: u64, out: &mut [u8]) -> Result<usize, IoError> {
         let (mut vol, streams, bufs) = self.vol_and_streams()?;
         if let Some(i) = streams.holding(lun, lba) {
             let s = streams.get(i).ok_or(bug!(IoError))?;
             let off = (lba - s.start) as usize * LUN_BLOCK;
             let src = streams.buf(bufs, i)?;
-            out.copy_from_slice(src.get(off..off + LUN_BLOCK).ok_or(bug!(IoError))?);
-            return Ok(());
+            let dst = out.get_mut(..LUN_BLOCK).ok_or(bug!(IoError))?;
+            dst.copy_from_slice(src.get(off..off + LUN_BLOCK).ok_or(bug!(IoError))?);
+            return Ok(1);
         }
-        vol.read_mapped(lun, lba, out)
+        // Runs never pass an extent's 32 blocks.
+        let max = (out.len() / LUN_BLOCK).min(MAX_EXTENT_BYTES / LUN_BLOCK);
+        let run = (1..max)
+            .find(|&k| streams.holding(lun, lba + k as u64).is_some())
+            .unwrap_or(max);
+        vol.read_run(
+            lun,
+            lba,
+            out.get_mut(..run * LUN_BLOCK).ok_or(bug!(IoError))?,
+        )
     }
 
     /// Where `lun`'s block `lba` lives: its map entry, whose item spans log bytes

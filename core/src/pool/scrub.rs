@@ -430,15 +430,16 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
                 let watched = overlaps(cursor, cursor + h.item_bytes() as u64);
                 match io.load_item_rebuilt(ptr, Expect::header(&h)) {
                     Err(_) => {
-                        if matches!(h.kind, ItemKind::Extent | ItemKind::MapPage) {
-                            walk.lost += u64::from(h.blocks.max(1));
-                        }
                         walk.lost_in_range |= watched;
-                        // No copy or reconstruction checks: what the map still points at here
-                        // is lost, and listed.
-                        if h.kind == ItemKind::Extent {
-                            self.record_lost_extent(cursor, h.lun, h.lba, h.blocks)?;
-                        }
+                        // No copy or reconstruction checks whole: what the map still points at
+                        // here and does not check alone is lost, and listed.
+                        walk.lost += match h.kind {
+                            ItemKind::Extent => {
+                                self.record_lost_extent(cursor, h.lun, h.lba, h.blocks)?
+                            }
+                            ItemKind::MapPage => 1,
+                            _ => 0,
+                        };
                     }
                     // Checked only through reconstruction: the stripe does not check as it
                     // lies, even where the heal wrote nothing (a parity member was the bad one,

@@ -342,13 +342,10 @@ fn a_latent_sector_error_on_the_last_copy_never_fails_the_member() {
     while !p.maintenance().unwrap().idle {}
     p.fail_disk(0).unwrap();
     assert_eq!(p.status().health, Health::Degraded);
-    // The member block holding LBA 20's data.
+    // A member block inside LBA 20's data.
     let mut buf = vec![0u8; 4096];
     let e = p.vol().unwrap().map_get(lun, 20).unwrap();
-    let at = e.addr() + 64 + u64::from(e.index) * 4096;
-    let geo = *p.array().geometry();
-    let (stripe, _, off) = geo.locate(at).unwrap();
-    let bad = geo.stripe_lba(stripe) + (off / geo.block_bytes()) as u64;
+    let (_, bad) = member_block_of(&mut p, lun, 20);
     p.array_mut().disk_mut(1).unwrap().medium = vec![bad];
     for _ in 0..200 {
         assert!(p.read(lun, 20, &mut buf).is_err());
@@ -357,22 +354,22 @@ fn a_latent_sector_error_on_the_last_copy_never_fails_the_member() {
     assert_eq!(st.health, Health::Degraded);
     assert_eq!(st.disks[1].state, crate::raid::DiskState::Online);
     assert_eq!(st.disks[1].errors.medium, 1, "one distinct bad block");
-    // Every block outside the damaged extent reads back (the extent's checksum covers all its
-    // blocks, so they all read as errors: loss is exact to the extent).
-    let extent = 20 - u64::from(e.index)..20 - u64::from(e.index) + u64::from(e.blocks);
+    // Every other block reads back, those of the damaged extent too: each block of an
+    // uncompressed extent has its own checksum, so loss is exact to the block.
+    assert!(e.block_crc && e.blocks > 1);
     for i in 0..64 {
-        if extent.contains(&i) {
+        if i == 20 {
             assert!(p.read(lun, i, &mut buf).is_err(), "block {i}");
         } else {
             p.read(lun, i, &mut buf).unwrap();
             assert_eq!(buf, block(i), "block {i}");
         }
     }
-    // The reads listed exactly that extent as lost, and the list outlives a restart.
+    // The reads listed exactly that block as lost, and the list outlives a restart.
     let listed = [BadRange {
         lun,
-        lba: extent.start,
-        blocks: u32::from(e.blocks),
+        lba: 20,
+        blocks: 1,
     }];
     assert_eq!(p.bad_ranges(), listed);
     p.checkpoint().unwrap();
@@ -774,22 +771,43 @@ fn a_checkpoint_cut_short_leaves_no_member_behind() {
 
 /// The member block under LUN block `lba`'s data (extent payloads stored as they are): `(disk,
 /// member block)`.
+/// The member and member block (512 bytes) under the middle of `lun`'s block `lba`.
 fn member_block_of(p: &mut TestPool, lun: u16, lba: u64) -> (usize, u64) {
     let e = p.vol().unwrap().map_get(lun, lba).unwrap();
     assert!(!e.compressed, "the test data does not compress");
-    let at = e.addr() + 64 + u64::from(e.index) * 4096;
+    member_block_at(p, e.block_addr() + 2048)
+}
+
+/// The member and member block holding log byte `at` (in a data strip; a mirror's first copy).
+fn member_block_at(p: &mut TestPool, at: u64) -> (usize, u64) {
+    let (disk, bad, _) = placed_at(p, at);
+    (disk, bad)
+}
+
+/// [`member_block_at`], and the stripe and its parity member (RAID-5).
+fn placed_at(p: &mut TestPool, at: u64) -> (usize, u64, (u64, Option<usize>)) {
     let geo = *p.array().geometry();
     let (stripe, strip, off) = geo.locate(at).unwrap();
-    let disk = geo.disk_of(stripe, Column::Data(strip)).unwrap();
-    (
-        disk,
-        geo.stripe_lba(stripe) + (off / geo.block_bytes()) as u64,
-    )
+    let disk = geo
+        .disk_of(stripe, Column::Data(strip))
+        .or_else(|| {
+            geo.disk_of(
+                stripe,
+                Column::Mirror {
+                    data: strip,
+                    copy: 0,
+                },
+            )
+        })
+        .unwrap();
+    let member_block = geo.stripe_lba(stripe) + (off / geo.block_bytes()) as u64;
+    (disk, member_block, (stripe, geo.disk_of(stripe, Column::P)))
 }
 
 /// Degraded RAID-5, a latent sector error on a survivor: the client read that meets it puts
-/// exactly the extent's live blocks on the list of lost blocks, every other block reads; the member that was away comes back, and once it is in sync the extent
-/// reads back from it and leaves the list.
+/// exactly that block on the list of lost blocks, every other block reads (the rest of its
+/// extent too); the member that was away comes back, and once it is in sync the block reads
+/// back from it and leaves the list.
 #[test]
 fn a_degraded_read_lists_its_loss_and_a_member_back_unlists_it() {
     let c = PoolConfig {
@@ -806,14 +824,16 @@ fn a_degraded_read_lists_its_loss_and_a_member_back_unlists_it() {
     p.write(lun, 64, &data[64 * 4096..], false).unwrap();
     p.flush().unwrap();
     p.checkpoint().unwrap();
-    // An LBA whose data lies on member 1, with member 3 away.
+    // An LBA whose data lies on member 1, with member 3 away, and 3 the parity of its stripe
+    // (else the same row of 3's data strip, rebuilt from member 1's, is lost too).
     let lba = (0..64)
-        .find(|&i| member_block_of(&mut p, lun, i).0 == 1)
+        .find(|&i| {
+            let e = p.vol().unwrap().map_get(lun, i).unwrap();
+            let (disk, _, (_, parity)) = placed_at(&mut p, e.block_addr() + 2048);
+            disk == 1 && parity == Some(3)
+        })
         .unwrap();
     let (_, bad) = member_block_of(&mut p, lun, lba);
-    let e = p.vol().unwrap().map_get(lun, lba).unwrap();
-    let first = lba - u64::from(e.index);
-    let extent = first..first + u64::from(e.blocks);
     p.fail_disk(3).unwrap();
     let away = p.array.take(3).unwrap();
     p.array_mut().disk_mut(1).unwrap().medium = vec![bad];
@@ -824,11 +844,11 @@ fn a_degraded_read_lists_its_loss_and_a_member_back_unlists_it() {
     );
     let listed = [BadRange {
         lun,
-        lba: extent.start,
-        blocks: u32::from(e.blocks),
+        lba,
+        blocks: 1,
     }];
     assert_eq!(p.bad_ranges(), listed);
-    for i in (0..256).filter(|i| !extent.contains(i)) {
+    for i in (0..256).filter(|&i| i != lba) {
         p.read(lun, i, &mut buf).unwrap();
         assert_eq!(buf, block(i), "block {i}");
     }
@@ -840,15 +860,22 @@ fn a_degraded_read_lists_its_loss_and_a_member_back_unlists_it() {
     assert_eq!(
         p.bad_ranges(),
         [],
-        "the member back holds what made the extent check"
+        "the member back holds what made the block check"
     );
     assert_blocks(&mut p, lun, 0, 256, 0, "after the member came back");
 }
 
-/// RAID-0, a latent sector error under an extent of LBAs 0..8, LBA 2 rewritten but still in
-/// an open extent in RAM (its map entry still names the old extent): the scrub that finds the
-/// extent lost lists 0..2 and 3..8, not LBA 2, which reads its new data before and after the
-/// flush that writes it.
+/// Blocks of 4 KiB that compress (half of each the same byte), unlike [`block`].
+fn compressible(seed: u64) -> Vec<u8> {
+    let mut b = block(seed);
+    b[2048..].fill(seed as u8);
+    b
+}
+
+/// RAID-0, a latent sector error under a compressed extent of LBAs 0..8 (decoded only whole),
+/// LBA 2 rewritten but still in an open extent in RAM (its map entry still names the old
+/// extent): the scrub that finds the extent lost lists 0..2 and 3..8, not LBA 2, which reads
+/// its new data before and after the flush that writes it.
 #[test]
 fn a_scrub_does_not_list_as_lost_a_block_rewritten_into_an_open_extent() {
     let c = PoolConfig {
@@ -857,11 +884,13 @@ fn a_scrub_does_not_list_as_lost_a_block_rewritten_into_an_open_extent() {
     };
     let mut p = new_pool(c, 2, 40_000);
     let lun = p.create_lun("a", 64).unwrap();
-    let data: Vec<u8> = (0..8).flat_map(block).collect();
+    let data: Vec<u8> = (0..8).flat_map(compressible).collect();
     p.write(lun, 0, &data, false).unwrap();
     p.flush().unwrap();
     p.checkpoint().unwrap();
-    let (disk, bad) = member_block_of(&mut p, lun, 5);
+    let e = p.vol().unwrap().map_get(lun, 5).unwrap();
+    assert!(e.compressed && !e.block_crc);
+    let (disk, bad) = member_block_at(&mut p, e.addr() + 64 + u64::from(e.stored_len) / 2);
     p.array_mut().disk_mut(disk).unwrap().medium = vec![bad];
     p.write(lun, 2, &block(1002), false).unwrap();
     assert_eq!(p.locate(lun, 2), Ok(None), "LBA 2 is held in RAM");
@@ -1123,4 +1152,121 @@ fn a_fua_write_in_the_intent_log_survives_latent_errors_under_its_stripe() {
     let mut buf = vec![0u8; 4096];
     p.read(lun, 10, &mut buf).unwrap();
     assert_eq!(buf, block(1));
+}
+
+/// RAID-5 with 8-block extents of data that does not compress, the extent cache empty after
+/// an import.
+fn raid5_with_extents(blocks: u64) -> (TestPool, u16) {
+    let c = PoolConfig {
+        level: Level::Raid5,
+        ..cfg()
+    };
+    let mut p = new_pool(c, 4, 40_000);
+    let lun = p.create_lun("a", blocks).unwrap();
+    let data: Vec<u8> = (0..blocks).flat_map(block).collect();
+    p.write(lun, 0, &data, false).unwrap();
+    p.flush().unwrap();
+    p.checkpoint().unwrap();
+    let (members, spares, mem) = p.into_parts();
+    let all: Vec<RamDisk> = members.into_iter().flatten().chain(spares).collect();
+    let opts = ImportOptions {
+        config: c,
+        skip_refused: false,
+        force: false,
+        rewind: false,
+    };
+    (TestPool::import(all, opts, mem).unwrap().0, lun)
+}
+
+/// A random 4 KiB read of an uncompressed extent reads its own block from the members, not
+/// the whole extent (4 KiB and the 512-byte member blocks it straddles); a read that starts
+/// an extent, as a sequential reader's does, decodes it whole once for the reads that follow.
+#[test]
+fn a_random_read_reads_its_block_alone_and_a_sequential_one_the_extent_once() {
+    let (mut p, lun) = raid5_with_extents(64);
+    let mut buf = vec![0u8; 4096];
+    let read = |p: &mut TestPool, lba: u64, buf: &mut Vec<u8>| {
+        let before = p.array().stats().bytes_read;
+        p.read(lun, lba, buf).unwrap();
+        assert_eq!(*buf, block(lba), "LBA {lba}");
+        p.array().stats().bytes_read - before
+    };
+    let e = p.vol().unwrap().map_get(lun, 11).unwrap();
+    assert!(e.block_crc && e.index == 3 && e.blocks == 8, "{e:?}");
+    assert_eq!(read(&mut p, 11, &mut buf), 4096 + 512, "one block, not 8");
+    assert_eq!(read(&mut p, 27, &mut buf), 4096 + 512);
+    let whole = read(&mut p, 40, &mut buf);
+    assert!(
+        whole >= 8 * 4096,
+        "the first block reads the extent: {whole}"
+    );
+    for lba in 41..48 {
+        assert_eq!(read(&mut p, lba, &mut buf), 0, "LBA {lba} from the cache");
+    }
+    // A read of several blocks inside one extent is one run.
+    let mut run = vec![0u8; 3 * 4096];
+    let before = p.array().stats().bytes_read;
+    p.read(lun, 50, &mut run).unwrap();
+    assert_eq!(run, [block(50), block(51), block(52)].concat());
+    assert_eq!(p.array().stats().bytes_read - before, 3 * 4096 + 512);
+}
+
+/// Degraded RAID-5 (the parity member of the stripe out), rot in an uncompressed extent's
+/// header: the header is not needed to read the blocks (each checks against its own CRC), so
+/// every block reads back, by a reader starting the extent too, and nothing is listed lost.
+#[test]
+fn an_extent_whose_header_is_lost_still_serves_its_blocks() {
+    let (mut p, lun) = raid5_with_extents(64);
+    let first = (0..64)
+        .step_by(8)
+        .find(|&lba| {
+            let e = p.vol().unwrap().map_get(lun, lba).unwrap();
+            let (disk, _, (_, parity)) = placed_at(&mut p, e.addr());
+            parity.is_some_and(|q| q != disk)
+        })
+        .unwrap();
+    let e = p.vol().unwrap().map_get(lun, first).unwrap();
+    assert_eq!(e.index, 0);
+    let (disk, bad, (_, parity)) = placed_at(&mut p, e.addr());
+    p.fail_disk(parity.unwrap()).unwrap();
+    let at = bad as usize * 512 + (e.addr() % 512) as usize + 40;
+    p.array_mut().disk_mut(disk).unwrap().data[at] ^= 1;
+    assert_blocks(&mut p, lun, 0, 64, 0, "header rotten");
+    assert_eq!(p.bad_ranges(), []);
+    assert_eq!(p.status().disks[disk].state, DiskState::Online);
+}
+
+/// RAID-5, bit rot in two blocks of one extent on two different members (in two stripes): no
+/// single member left out makes the whole extent check, but each block checks with its own
+/// member left out. The scrub lists nothing lost and heals both, and every block reads back.
+#[test]
+fn rot_in_two_blocks_on_two_members_is_healed_block_by_block() {
+    let (mut p, lun) = raid5_with_extents(64);
+    let mid = |p: &mut TestPool, lba: u64| {
+        let e = p.vol().unwrap().map_get(lun, lba).unwrap();
+        placed_at(p, e.block_addr() + 2048)
+    };
+    let (d1, b1, (s1, _)) = mid(&mut p, 32);
+    // Another member, another stripe (two bad columns of one row are past RAID-5).
+    let other = (33..40)
+        .find(|&l| {
+            let (d, _, (s, _)) = mid(&mut p, l);
+            d != d1 && s != s1
+        })
+        .unwrap();
+    let (d2, b2, _) = mid(&mut p, other);
+    let mut good = Vec::new();
+    for (d, b) in [(d1, b1), (d2, b2)] {
+        let disk = p.array_mut().disk_mut(d).unwrap();
+        good.push(disk.data[b as usize * 512 + 7]);
+        disk.data[b as usize * 512 + 7] ^= 0x40;
+    }
+    p.start_scrub();
+    while !p.maintenance().unwrap().idle {}
+    assert_eq!(p.bad_ranges(), []);
+    for ((d, b), g) in [(d1, b1), (d2, b2)].into_iter().zip(good) {
+        let disk = p.array_mut().disk_mut(d).unwrap();
+        assert_eq!(disk.data[b as usize * 512 + 7], g, "member {d} healed");
+    }
+    assert_blocks(&mut p, lun, 0, 64, 0, "after the scrub");
 }

@@ -109,6 +109,12 @@ impl ExtentCache {
         }
     }
 
+    /// Whether a slot holds the extent at `addr` (after [`Self::sync`] with `epoch`).
+    pub fn holds(&mut self, addr: u64, epoch: u64) -> bool {
+        self.sync(epoch);
+        self.slots.iter().any(|c| c.is_some_and(|(a, _)| a == addr))
+    }
+
     /// Starts a lookup: the use time it stamps.
     pub fn touch(&mut self) -> u64 {
         self.tick += 1;

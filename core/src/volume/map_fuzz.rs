@@ -141,6 +141,7 @@ pub(crate) fn entry_of(tag: u32) -> MapEntry {
         blocks,
         compressed: tag & 0x100 != 0,
         crc: tag.wrapping_mul(0x2c1b_3c6d),
+        block_crc: tag & 0x300 == 0x200,
         valid: true,
     }
 }

@@ -22,7 +22,7 @@ use raidcore_hal::BlockDevice;
 use crate::error::{IoError, bug};
 use crate::format::{
     BlockPtr, FLAG_CLEANER, FLAG_COMPRESSED, HEADER_BYTES, ITEM_ALIGN, ItemHeader, ItemKind,
-    LUN_BLOCK, MapEntry, PAGE_PAYLOAD, round_up,
+    LUN_BLOCK, MapEntry, PAGE_PAYLOAD, crc32c, round_up,
 };
 use crate::log::{Expect, LogIo};
 use extent::{Encoder, ExtentCache};
@@ -275,14 +275,16 @@ impl<'a, D: BlockDevice, const N: usize, const L: usize, const P: usize> Volume<
         }
         self.extents.sync(self.io.log.epoch());
         self.extents.forget(ptr.addr);
-        for i in 0..blocks {
+        let raw = compressed.is_none();
+        for (i, block) in data.chunks_exact(LUN_BLOCK).enumerate() {
             let e = MapEntry {
                 unit: ptr.addr / ITEM_ALIGN as u64,
                 stored_len,
                 index: i as u8,
                 blocks: blocks as u8,
-                compressed: compressed.is_some(),
-                crc: ptr.crc,
+                compressed: !raw,
+                crc: if raw { crc32c(block) } else { ptr.crc },
+                block_crc: raw,
                 valid: true,
             };
             self.map_set(lun, lba + i as u64, e)?;
@@ -291,7 +293,9 @@ impl<'a, D: BlockDevice, const N: usize, const L: usize, const P: usize> Volume<
     }
 
     /// Loads the extent `e` points at, decompressed, into a slot of `raw`; returns the slot's
-    /// byte offset. `lba` is an LBA it must cover.
+    /// byte offset. `lba` is an LBA it must cover (the block `e` maps: an entry holding its
+    /// block's CRC is checked against that block too, which tells the current item from an
+    /// older one at the same address).
     pub fn load_extent(&mut self, lun: u16, lba: u64, e: MapEntry) -> Result<usize, IoError> {
         self.extents.sync(self.io.log.epoch());
         let t = self.extents.touch();
@@ -300,7 +304,7 @@ impl<'a, D: BlockDevice, const N: usize, const L: usize, const P: usize> Volume<
         }
         let slot_bytes = self.extents.slot_bytes();
         let slot = self.extents.claim(self.raw.len() / slot_bytes.max(1));
-        let (h, off) = self.io.load_item(e.ptr(), Expect::extent(lun, lba))?;
+        let (h, off) = self.io.load_item(e.ptr(), Expect::entry(lun, lba, &e))?;
         let raw_len = h.raw_len as usize;
         if raw_len != h.blocks as usize * LUN_BLOCK
             || raw_len > slot_bytes
@@ -320,26 +324,137 @@ impl<'a, D: BlockDevice, const N: usize, const L: usize, const P: usize> Volume<
         Ok(at)
     }
 
-    /// Reads `lun`'s block `lba` through the map into `out` (4 KiB; zeros if unmapped). LBAs
-    /// on the unrecoverable list, and extents no redundancy makes check, fail.
-    pub fn read_mapped(&mut self, lun: u16, lba: u64, out: &mut [u8]) -> Result<(), IoError> {
+    /// Reads `lun`'s blocks from `lba` into `out` (whole 4 KiB blocks, at least one), as far
+    /// as they lie in order in the extent that holds `lba` (or just `lba` when it is unmapped:
+    /// zeros); returns how many blocks it filled. Every block served is checked against the
+    /// CRC its map entry holds. A block of an uncompressed extent is read alone (with the
+    /// rest of the run), not its whole extent, unless the run starts the extent, as a
+    /// sequential reader's does: then the extent is decoded into the cache for the reads that
+    /// follow. Compressed extents decode only whole.
+    ///
+    /// # Errors
+    /// [`IoError::Unrecoverable`] for `lba` when it is on the lost list or no copy or
+    /// reconstruction of it checks; others as the map and the log return them.
+    pub fn read_run(&mut self, lun: u16, lba: u64, out: &mut [u8]) -> Result<usize, IoError> {
+        let lost = IoError::Unrecoverable { lun, lba };
         if self.luns.is_bad(lun, lba) {
-            return Err(IoError::Unrecoverable { lun, lba });
+            return Err(lost);
         }
         let e = self.map_get(lun, lba)?;
         if !e.valid {
-            out.fill(0);
-            return Ok(());
+            out.get_mut(..LUN_BLOCK).ok_or(bug!(IoError))?.fill(0);
+            return Ok(1);
         }
-        let base = match self.load_extent(lun, lba, e) {
-            Ok(at) => at,
-            Err(IoError::Corrupt(_) | IoError::Device(_)) => {
-                return Err(IoError::Unrecoverable { lun, lba });
+        let mut crcs: heapless::Vec<u32, 32> = heapless::Vec::new();
+        self.run_crcs(lun, lba, e, out.len() / LUN_BLOCK, &mut crcs)?;
+        let per_block = e.block_crc && !e.compressed;
+        let cached = self.extents.holds(e.addr(), self.io.log.epoch());
+        if cached || !per_block || e.index == 0 {
+            match self.load_extent(lun, lba, e) {
+                Ok(base) => {
+                    let from = base + usize::from(e.index) * LUN_BLOCK;
+                    let n = self.serve(from, &crcs, per_block, out)?;
+                    if n > 0 {
+                        return Ok(n);
+                    }
+                }
+                Err(IoError::Corrupt(_) | IoError::Device(_)) if per_block => {}
+                Err(IoError::Corrupt(_) | IoError::Device(_)) => return Err(lost),
+                Err(x) => return Err(x),
             }
+        }
+        // The run's blocks alone; where they do not all check, the first block alone.
+        let (n, at) = match self.io.load_blocks(e.addr(), e.index, &crcs) {
+            Ok(at) => (crcs.len(), at),
+            Err(IoError::Corrupt(_) | IoError::Device(_)) if crcs.len() > 1 => {
+                match self
+                    .io
+                    .load_blocks(e.addr(), e.index, crcs.get(..1).unwrap_or(&[]))
+                {
+                    Ok(at) => (1, at),
+                    Err(IoError::Corrupt(_) | IoError::Device(_)) => return Err(lost),
+                    Err(x) => return Err(x),
+                }
+            }
+            Err(IoError::Corrupt(_) | IoError::Device(_)) => return Err(lost),
             Err(x) => return Err(x),
         };
-        let off = base + e.index as usize * LUN_BLOCK;
-        out.copy_from_slice(self.raw.get(off..off + LUN_BLOCK).ok_or(bug!(IoError))?);
+        let src = self
+            .io
+            .item
+            .get(at..at + n * LUN_BLOCK)
+            .ok_or(bug!(IoError))?;
+        out.get_mut(..n * LUN_BLOCK)
+            .ok_or(bug!(IoError))?
+            .copy_from_slice(src);
+        Ok(n)
+    }
+
+    /// The CRCs of the run of `lun`'s blocks from `lba` (mapped by `e`) that lie in order in
+    /// the same extent, at most `max` blocks and none on the lost list, into `crcs`.
+    fn run_crcs(
+        &mut self,
+        lun: u16,
+        lba: u64,
+        e: MapEntry,
+        max: usize,
+        crcs: &mut heapless::Vec<u32, 32>,
+    ) -> Result<(), IoError> {
+        crcs.push(e.crc).map_err(|_| bug!(IoError))?;
+        let left = usize::from(e.blocks).saturating_sub(usize::from(e.index));
+        for k in 1..max.min(left).min(32) {
+            let b = lba + k as u64;
+            if self.luns.is_bad(lun, b) {
+                break;
+            }
+            let x = self.map_get(lun, b)?;
+            if !x.valid
+                || x.addr() != e.addr()
+                || usize::from(x.index) != usize::from(e.index) + k
+                || x.block_crc != e.block_crc
+            {
+                break;
+            }
+            crcs.push(x.crc).map_err(|_| bug!(IoError))?;
+        }
         Ok(())
+    }
+
+    /// Copies the run's blocks from the decoded extent at `raw[from..]` into `out`, checking
+    /// each against its block CRC (`per_block`), up to the first that does not check (a
+    /// decoded copy of an older item at the same address); returns the blocks copied.
+    fn serve(
+        &mut self,
+        from: usize,
+        crcs: &[u32],
+        per_block: bool,
+        out: &mut [u8],
+    ) -> Result<usize, IoError> {
+        for (k, &crc) in crcs.iter().enumerate() {
+            let at = from + k * LUN_BLOCK;
+            let src = self.raw.get(at..at + LUN_BLOCK).ok_or(bug!(IoError))?;
+            if per_block && crc32c(src) != crc {
+                return Ok(k);
+            }
+            let dst = out.get_mut(k * LUN_BLOCK..(k + 1) * LUN_BLOCK);
+            dst.ok_or(bug!(IoError))?.copy_from_slice(src);
+        }
+        Ok(crcs.len())
+    }
+
+    /// Whether `lun`'s block `lba`, mapped by `e`, reads back checking from the members (a
+    /// copy or reconstruction matches the CRC its entry holds; a bad copy met is healed). An
+    /// entry holding its block's CRC is read alone; any other needs its whole item.
+    pub fn block_checks(&mut self, lun: u16, lba: u64, e: MapEntry) -> Result<bool, IoError> {
+        let r = if e.block_crc && !e.compressed {
+            self.io.load_blocks(e.addr(), e.index, &[e.crc]).map(|_| ())
+        } else {
+            self.load_extent(lun, lba, e).map(|_| ())
+        };
+        match r {
+            Ok(()) => Ok(true),
+            Err(IoError::Corrupt(_) | IoError::Device(_)) => Ok(false),
+            Err(x) => Err(x),
+        }
     }
 }

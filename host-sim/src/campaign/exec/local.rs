@@ -2,9 +2,11 @@
 //! the blocks it destroys worked out from where their extents lie, and the checks that exactly
 //! those may fail.
 //!
-//! The loss is worked out at the granularity the format checks: an extent item (header and
-//! payload) is verified whole against its CRC, so a block is lost when any byte of its
-//! extent's item lies in a member block row that no reconstruction recovers. A row is
+//! The loss is worked out at the granularity the format checks ([`MapEntry::read_span`]): a
+//! block of an uncompressed extent is checked alone against the CRC its map entry holds, so it
+//! is lost when a byte of its own 4 KiB lies in a member block row that no reconstruction
+//! recovers; a compressed extent (header and payload) is checked and decoded whole, so each of
+//! its blocks is lost when any byte of the item lies in such a row. A row is
 //! unrecoverable in the data strips it hit when more of its columns are unreadable than the
 //! level has redundancy (every copy, on mirrors). Blocks still in RAM (an open extent, the
 //! open log stripe, the decoded-extent cache) may still read correct: the model allows either.
@@ -91,7 +93,7 @@ impl Sim {
         let lost = aim.lost;
         let mut marked = 0;
         for &((lun, lba), e) in &placed {
-            let (lo, hi) = (e.addr(), e.addr() + e.item_bytes() as u64);
+            let (lo, hi) = e.read_span();
             if lost.iter().any(|&(a, b)| lo < b && a < hi) && self.model.mark_lost(lun, lba) {
                 marked += 1;
             }
