@@ -209,12 +209,12 @@ pub struct DemoArgs {
 /// Options of `bench`.
 #[derive(Debug, Args)]
 pub struct BenchArgs {
-    /// voice, mixed, random-write, sequential-read, parity or nbd.
+    /// voice, mixed, random-write, sequential-read, parity, engine or nbd.
     pub what: String,
     /// Run options (workloads and `nbd`).
     #[command(flatten)]
     pub run: RunArgs,
-    /// `parity`: the full (slower, more samples) mode.
+    /// `parity` and `engine`: the full (slower, more samples) mode.
     #[arg(long)]
     pub full: bool,
     /// `parity`: time this raidcore kernel (`portable`, `ssse3`, `avx2`, `neon`) instead of the
@@ -440,12 +440,43 @@ fn sim_run(r: &RunArgs, kind: WorkloadKind) -> Result<(), Failure> {
 fn bench(a: &BenchArgs) -> Result<(), Failure> {
     match a.what.as_str() {
         "parity" => bench_parity(a),
+        "engine" => bench_engine(a),
         "nbd" => bench_nbd(a),
         w => sim_run(
             &a.run,
-            WorkloadKind::parse(w).map_err(|e| Failure::Error(format!("{e}, parity or nbd")))?,
+            WorkloadKind::parse(w)
+                .map_err(|e| Failure::Error(format!("{e}, parity, engine or nbd")))?,
         ),
     }
+}
+
+/// `bench engine`: the engine's CPU per 4 KiB beside memcpy and lz4_flex (see
+/// [`crate::bench_engine`]); `--full` runs more blocks and rounds.
+fn bench_engine(a: &BenchArgs) -> Result<(), Failure> {
+    use crate::bench_engine::{EngineOptions, format_table, run};
+    let mut o = EngineOptions {
+        real_bytes: usize::try_from(a.run.real_data_size).unwrap_or(usize::MAX),
+        ..EngineOptions::default()
+    };
+    if a.full {
+        (o.blocks, o.rounds) = (65_536, 9);
+    }
+    let quiet = a.run.json;
+    let (rows, units) = run(&o, |what| {
+        if !quiet {
+            eprintln!("raidcore-sim: bench engine: {what}");
+        }
+    })
+    .map_err(Failure::Error)?;
+    if a.run.json {
+        let v = serde_json::json!({
+            "blocks": o.blocks, "rounds": o.rounds, "rows": rows, "compression_units": units,
+        });
+        print(&format!("{}\n", serde_json::to_string_pretty(&v)?));
+    } else {
+        print(&format_table(&rows, &units, &o));
+    }
+    Ok(())
 }
 
 fn bench_parity(a: &BenchArgs) -> Result<(), Failure> {

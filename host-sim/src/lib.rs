@@ -10,6 +10,7 @@
 //! pool directories, [`nbd`] adds what tests run its NBD server with, and [`cli`] runs its pool
 //! commands beside the simulator's own.
 
+pub mod bench_engine;
 pub mod bench_nbd;
 pub mod bench_parity;
 pub mod campaign;

@@ -880,6 +880,7 @@ fn compressible(seed: u64) -> Vec<u8> {
 fn a_scrub_does_not_list_as_lost_a_block_rewritten_into_an_open_extent() {
     let c = PoolConfig {
         level: Level::Raid0,
+        compress_unit_blocks: 8,
         ..cfg()
     };
     let mut p = new_pool(c, 2, 40_000);
@@ -1269,4 +1270,46 @@ fn rot_in_two_blocks_on_two_members_is_healed_block_by_block() {
         assert_eq!(disk.data[b as usize * 512 + 7], g, "member {d} healed");
     }
     assert_blocks(&mut p, lun, 0, 64, 0, "after the scrub");
+}
+
+/// Extents are compressed in units of `compress_unit_blocks`: each unit that compresses is an
+/// extent of its own, each run of units that does not stays one raw extent (of up to
+/// `max_extent_blocks`), and every block reads back.
+#[test]
+fn extents_are_compressed_in_units_and_raw_runs_stay_whole() {
+    let c = PoolConfig {
+        compress_unit_blocks: 2,
+        ..cfg()
+    };
+    let mut p = new_pool(c, 6, 40_000);
+    let lun = p.create_lun("a", 64).unwrap();
+    // Blocks 0..8: raw, raw, raw, raw, compressible x2, raw x2 (one stream, one extent of 8).
+    let kind = |i: u64| matches!(i, 4 | 5);
+    let data: Vec<u8> = (0..8)
+        .flat_map(|i| if kind(i) { compressible(i) } else { block(i) })
+        .collect();
+    p.write(lun, 0, &data, false).unwrap();
+    p.flush().unwrap();
+    let shape: Vec<(u8, u8, bool)> = (0..8)
+        .map(|i| {
+            let e = p.vol().unwrap().map_get(lun, i).unwrap();
+            (e.index, e.blocks, e.compressed)
+        })
+        .collect();
+    let want = [
+        (0, 4, false),
+        (1, 4, false),
+        (2, 4, false),
+        (3, 4, false),
+        (0, 2, true),
+        (1, 2, true),
+        (0, 2, false),
+        (1, 2, false),
+    ];
+    assert_eq!(shape, want);
+    for i in 0..8 {
+        let mut buf = vec![0u8; 4096];
+        p.read(lun, i, &mut buf).unwrap();
+        assert_eq!(buf, if kind(i) { compressible(i) } else { block(i) }, "{i}");
+    }
 }

@@ -17,6 +17,8 @@ pub(crate) const RAW_SLOTS: usize = 8;
 pub(crate) struct Encoder {
     table: lz4_flex::block::CompressTable,
     compression: bool,
+    /// Bytes of the unit extents are compressed in (the pool's `compress_unit_blocks`).
+    unit: usize,
 }
 
 impl core::fmt::Debug for Encoder {
@@ -28,17 +30,29 @@ impl core::fmt::Debug for Encoder {
 }
 
 impl Encoder {
-    /// An encoder for extents of at most `max_extent_bytes`; `compression` off stores every
-    /// extent raw.
-    pub fn new(compression: bool, max_extent_bytes: usize) -> Self {
+    /// An encoder for extents of at most `max_extent_bytes`, compressed in units of
+    /// `unit_bytes` (a multiple of 4 KiB); `compression` off stores every extent raw.
+    pub fn new(compression: bool, max_extent_bytes: usize, unit_bytes: usize) -> Self {
+        let unit = unit_bytes.clamp(LUN_BLOCK, max_extent_bytes.max(LUN_BLOCK));
         Encoder {
-            table: if max_extent_bytes < 65535 {
+            table: if unit < 65535 {
                 lz4_flex::block::CompressTable::small()
             } else {
                 lz4_flex::block::CompressTable::large()
             },
             compression,
+            unit,
         }
+    }
+
+    /// Bytes of the unit an extent is compressed in (the whole extent when it is smaller).
+    pub const fn unit(&self) -> usize {
+        self.unit
+    }
+
+    /// Whether extents are compressed at all.
+    pub const fn compressing(&self) -> bool {
+        self.compression
     }
 
     /// Compresses `data` into `out` when that pays; returns the compressed length.

@@ -220,12 +220,55 @@ impl<'a, D: BlockDevice, const N: usize, const L: usize, const P: usize> Volume<
         Ok(())
     }
 
-    /// Compresses (when it pays), checksums and appends an extent of `data` (whole 4 KiB
-    /// blocks of `lun` from `lba`), then points the map at it.
+    /// Compresses (when it pays), checksums and appends `data` (whole 4 KiB blocks of `lun`
+    /// from `lba`) as extents, then points the map at them. With compression on, the data is
+    /// compressed in units of the encoder's unit; each unit that pays is an extent of its own,
+    /// and each run of units that do not stays one raw extent.
     pub fn emit(&mut self, lun: u16, lba: u64, data: &[u8], who: Writer) -> Result<(), IoError> {
+        let unit = self.enc.unit();
+        if !self.enc.compressing() {
+            return self.append_extent(lun, lba, data, None, who);
+        }
+        // Bytes of `data` from `raw` up to the unit at hand did not compress.
+        let mut raw = 0;
+        let mut at = 0;
+        while at < data.len() {
+            let end = (at + unit).min(data.len());
+            let piece = data.get(at..end).ok_or(bug!(IoError))?;
+            if let Some(n) = self.enc.compress(piece, self.comp) {
+                if raw < at {
+                    // The run goes first, in LBA order (a raw append leaves `comp` alone).
+                    let run = data.get(raw..at).ok_or(bug!(IoError))?;
+                    self.append_extent(lun, lba + (raw / LUN_BLOCK) as u64, run, None, who)?;
+                }
+                let l = lba + (at / LUN_BLOCK) as u64;
+                self.append_extent(lun, l, piece, Some(n), who)?;
+                raw = end;
+            }
+            at = end;
+        }
+        match data.get(raw..) {
+            Some(run) if !run.is_empty() => {
+                let l = lba + (raw / LUN_BLOCK) as u64;
+                self.append_extent(lun, l, run, None, who)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Appends one extent of `data`, stored as the first `compressed` bytes of `comp` when
+    /// given (else raw), and points the map at it. An item that does not fit the segment's end
+    /// is split so its first part fills the segment exactly (each part encoded again).
+    fn append_extent(
+        &mut self,
+        lun: u16,
+        lba: u64,
+        data: &[u8],
+        compressed: Option<usize>,
+        who: Writer,
+    ) -> Result<(), IoError> {
         let blocks = data.len() / LUN_BLOCK;
         let raw_item = round_up(HEADER_BYTES + data.len(), ITEM_ALIGN);
-        let compressed = self.enc.compress(data, self.comp);
         let flags = if compressed.is_some() {
             FLAG_COMPRESSED
         } else {
@@ -242,8 +285,8 @@ impl<'a, D: BlockDevice, const N: usize, const L: usize, const P: usize> Volume<
         if item > room && blocks > 1 && room >= (HEADER_BYTES + LUN_BLOCK) as u64 {
             let k = (((room as usize) - HEADER_BYTES) / LUN_BLOCK).min(blocks - 1);
             let (first, rest) = data.split_at(k * LUN_BLOCK);
-            self.emit(lun, lba, first, who)?;
-            return self.emit(lun, lba + k as u64, rest, who);
+            self.emit_whole(lun, lba, first, compressed.is_some(), who)?;
+            return self.emit_whole(lun, lba + k as u64, rest, compressed.is_some(), who);
         }
         let hdr = ItemHeader {
             kind: ItemKind::Extent,
@@ -290,6 +333,24 @@ impl<'a, D: BlockDevice, const N: usize, const L: usize, const P: usize> Volume<
             self.map_set(lun, lba + i as u64, e)?;
         }
         Ok(())
+    }
+
+    /// One part of an extent split at a segment's end: compressed again if the whole was
+    /// (kept compressed only where that still pays), else raw.
+    fn emit_whole(
+        &mut self,
+        lun: u16,
+        lba: u64,
+        data: &[u8],
+        compress: bool,
+        who: Writer,
+    ) -> Result<(), IoError> {
+        let n = if compress {
+            self.enc.compress(data, self.comp)
+        } else {
+            None
+        };
+        self.append_extent(lun, lba, data, n, who)
     }
 
     /// Loads the extent `e` points at, decompressed, into a slot of `raw`; returns the slot's

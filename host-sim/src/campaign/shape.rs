@@ -39,6 +39,8 @@ pub struct Shape {
     pub max_extent_blocks: u8,
     /// LZ4 compression of extents.
     pub compression: bool,
+    /// Largest compressed extent in 4 KiB blocks (the unit extents are compressed in).
+    pub compress_unit_blocks: u8,
     /// Intent-log slots per member.
     pub zil_slots: u32,
     /// Smallest segment, in stripes.
@@ -73,6 +75,7 @@ impl Shape {
             strip_bytes: self.strip_bytes,
             max_extent_blocks: self.max_extent_blocks,
             compression: self.compression,
+            compress_unit_blocks: self.compress_unit_blocks,
             zil_slots: self.zil_slots,
             segment_stripes: self.segment_stripes,
             max_segments: MAX_SEGMENTS,
@@ -134,6 +137,7 @@ impl Shape {
             strip_bytes,
             max_extent_blocks,
             compression,
+            compress_unit_blocks: unit_of(seed, max_extent_blocks),
             zil_slots,
             segment_stripes,
             reserved_segments,
@@ -179,12 +183,20 @@ impl Shape {
         label + stripes * strip_blocks
     }
 
-    /// One line: `shape seed=… level=… …` (parsed back by [`Shape::parse`]).
+    /// One line: `shape seed=… level=… …` (parsed back by [`Shape::parse`]). `unit=` is left
+    /// out where the unit is the whole extent, so histories written before units were drawn
+    /// print as they were.
     #[must_use]
     pub fn to_line(&self) -> String {
+        let unit = if self.compress_unit_blocks == self.max_extent_blocks {
+            String::new()
+        } else {
+            format!(" unit={}", self.compress_unit_blocks)
+        };
         format!(
             "shape seed={} level={} disks={} spares={} block={} disk_blocks={} strip={} extent={} \
-             compress={} zil={} seg_stripes={} reserved={} cleaner={} step={} idle={} cache={}",
+             compress={}{unit} zil={} seg_stripes={} reserved={} cleaner={} step={} idle={} \
+             cache={}",
             self.seed,
             self.level.name(),
             self.disks,
@@ -226,6 +238,7 @@ impl Shape {
             4096 => BlockSize::B4096,
             b => return Err(format!("shape: bad block size {b}")),
         };
+        let extent = get("extent")? as u8;
         Ok(Shape {
             seed: get("seed")?,
             level,
@@ -234,8 +247,13 @@ impl Shape {
             block,
             disk_blocks: get("disk_blocks")?,
             strip_bytes: get("strip")? as u32,
-            max_extent_blocks: get("extent")? as u8,
+            max_extent_blocks: extent,
             compression: get("compress")? != 0,
+            // Histories written before units were drawn compressed whole extents.
+            compress_unit_blocks: kv
+                .get("unit")
+                .map_or(Ok(u64::from(extent)), |_| get("unit"))?
+                as u8,
             zil_slots: get("zil")? as u32,
             segment_stripes: get("seg_stripes")? as u32,
             reserved_segments: get("reserved")? as u8,
@@ -244,5 +262,44 @@ impl Shape {
             idle_close: get("idle")?,
             cache_bytes: get("cache")?,
         })
+    }
+}
+
+/// The compression unit of seed `seed`'s pool with extents of `max` blocks: the whole extent
+/// in half the seeds, a half or a quarter of it in the others. Worked out from the seed, not
+/// drawn from the history's source, so every other draw of a seed stays as it was.
+fn unit_of(seed: u64, max: u8) -> u8 {
+    let pick = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 62;
+    match pick {
+        0 => (max / 4).max(1),
+        1 => (max / 2).max(1),
+        _ => max,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_shape_line_round_trips_and_an_old_one_compresses_whole_extents() {
+        let old = "shape seed=5 level=raid5 disks=4 spares=1 block=512 disk_blocks=7040 \
+                   strip=65536 extent=8 compress=1 zil=16 seg_stripes=1 reserved=3 cleaner=2 \
+                   step=4 idle=273 cache=262144";
+        let s = Shape::parse(old).unwrap();
+        assert_eq!(
+            s.compress_unit_blocks, 8,
+            "a line without unit= is a whole extent"
+        );
+        assert_eq!(s.to_line(), old, "and prints as it was");
+        let halved = Shape {
+            compress_unit_blocks: 4,
+            ..s
+        };
+        assert!(halved.to_line().contains(" unit=4 "));
+        assert_eq!(Shape::parse(&halved.to_line()).unwrap(), halved);
+        let units: Vec<u8> = (0..64).map(|seed| unit_of(seed, 8)).collect();
+        assert!(units.contains(&2) && units.contains(&4) && units.contains(&8));
+        assert_eq!(unit_of(3, 1), 1, "never below one block");
     }
 }
