@@ -1085,6 +1085,11 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
     /// it (otherwise the window could fill up: "log segments exhausted").
     fn ready(&mut self) -> Result<(), IoError> {
         self.serving()?;
+        self.checkpoint_if_due()
+    }
+
+    /// The checkpoint [`Self::ready`] writes when one is due.
+    fn checkpoint_if_due(&mut self) -> Result<(), IoError> {
         let half = (usize::from(self.cfg.reserved_segments) / 2).max(1);
         let pages_limit = self.log.segment_bytes() / 2 / 4096;
         let used = self.log.window().1;
@@ -1101,28 +1106,34 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
 
     /// Writes `data` (whole 4 KiB blocks) to `lun` from block `lba`. Acknowledged when buffered;
     /// with `fua`, durable when it returns. Errors change nothing, except that a write failing
-    /// after buffering (a device error) leaves the blocks either old or new.
+    /// after buffering (a device error, or [`IoError::NoSpace`] part-way through a write of more
+    /// than an extent) leaves the blocks either old or new.
     pub fn write(&mut self, lun: u16, lba: u64, data: &[u8], fua: bool) -> Result<(), IoError> {
-        let n = self.check_io(lun, lba, data.len())?;
-        let r = self.write_blocks(lun, lba, data, n, fua);
+        self.check_io(lun, lba, data.len())?;
+        let r = self.write_blocks(lun, lba, data, fua);
         self.settled(r)
     }
 
-    fn write_blocks(
-        &mut self,
-        lun: u16,
-        lba: u64,
-        data: &[u8],
-        n: u64,
-        fua: bool,
-    ) -> Result<(), IoError> {
+    fn write_blocks(&mut self, lun: u16, lba: u64, data: &[u8], fua: bool) -> Result<(), IoError> {
         self.ready()?;
         self.make_room()?;
         self.close_idle_streams()?;
-        for (i, blk) in data.chunks_exact(LUN_BLOCK).enumerate() {
-            self.buffer_block(lun, lba + i as u64, blk)?;
+        // A write larger than what is left of the log's window is taken an extent at a time,
+        // with the checkpoints (which renew the window) and the cleaner's room between.
+        let per = usize::from(self.cfg.max_extent_blocks) * LUN_BLOCK;
+        for (k, piece) in data.chunks(per).enumerate() {
+            if k > 0 {
+                self.checkpoint_if_due()?;
+                self.make_room()?;
+            }
+            let at = lba + (k * per / LUN_BLOCK) as u64;
+            for (i, blk) in piece.chunks_exact(LUN_BLOCK).enumerate() {
+                self.buffer_block(lun, at + i as u64, blk)?;
+            }
+            // Before the next checkpoint, which records the list.
+            self.luns
+                .forget_bad(lun, at, (piece.len() / LUN_BLOCK) as u64);
         }
-        self.luns.forget_bad(lun, lba, n);
         self.counters.client_bytes_written += data.len() as u64;
         self.session_client_bytes += data.len() as u64;
         if fua {

@@ -269,6 +269,12 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             }
             // Data checks out: the parity (or a mirror copy) is what is wrong.
             redundancy
+        } else if walk.lost_in_range {
+            // An item of this stripe is lost: some row is past what the redundancy rebuilds
+            // (after a restart, a row a rebuild could not write reads as whatever the new
+            // member held), and a syndrome there names a column by chance. Rewriting it from
+            // the others destroyed a block whose own copy checked.
+            return Ok((0, blocks));
         } else if checked && again.suspects.iter().any(|d| !redundancy.contains(d)) {
             // The comparison names a column whose data the walk has just checked: the others
             // are what is wrong. After a crash a stripe write may have reached one copy of a

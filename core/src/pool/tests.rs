@@ -1313,3 +1313,23 @@ fn extents_are_compressed_in_units_and_raw_runs_stay_whole() {
         assert_eq!(buf, if kind(i) { compressible(i) } else { block(i) }, "{i}");
     }
 }
+
+/// One write larger than the log's whole window between checkpoints (8 MiB against four
+/// segments of about 1 MiB) is taken an extent at a time with checkpoints between, not refused
+/// with `LogFull`, and reads back after a restart.
+#[test]
+fn a_write_larger_than_the_log_window_is_taken() {
+    let c = PoolConfig {
+        level: Level::Raid5,
+        ..cfg()
+    };
+    let mut p = new_pool(c, 4, 40_000);
+    let window = p.log.segment_bytes() * u64::from(c.reserved_segments);
+    let lun = p.create_lun("a", 2000).unwrap();
+    let data: Vec<u8> = (0..2000).flat_map(block).collect();
+    assert!(data.len() as u64 > window, "{window}");
+    p.write(lun, 0, &data, false).unwrap();
+    p.flush().unwrap();
+    let (mut p, _) = reimport_with(p, c);
+    assert_blocks(&mut p, lun, 0, 2000, 0, "after a restart");
+}
