@@ -31,8 +31,9 @@ use crate::raid::{DiskState, Geometry};
 /// number their use began with; 4: the last [`FLUSH_MARK_SLOTS`] slots of the intent-log area
 /// hold flush marks, not ring records; 5: 64-byte headers are sealed with [`header_crc`], not
 /// CRC32C; 6: map entries of uncompressed extents carry their own block's CRC32C,
-/// [`MapEntry::block_crc`].)
-pub const FORMAT_VERSION: u16 = 6;
+/// [`MapEntry::block_crc`]; 7: metadata items (map pages, tables) are written twice, and their
+/// pointers name both copies, [`BlockPtr::ditto`].)
+pub const FORMAT_VERSION: u16 = 7;
 /// Magic of a superblock ("RCSUPER1").
 pub const SUPER_MAGIC: u64 = u64::from_le_bytes(*b"RCSUPER1");
 /// Magic of a checkpoint root ("RCROOT01").
@@ -393,6 +394,26 @@ pub struct BlockPtr {
     pub len: u32,
     /// CRC32C of the payload.
     pub crc: u32,
+    /// Log address of a second copy of the item (same length and payload, its own header),
+    /// placed so that no member block row holds bytes of both: metadata's "ditto" copy, as ZFS
+    /// keeps extra copies of its metadata, so that one latent sector error on a degraded stripe
+    /// cannot take both. Encoded as one varint, 0 for none (a copy never lies at address 0).
+    #[serde(with = "ditto_addr")]
+    pub ditto: Option<u64>,
+}
+
+/// [`BlockPtr::ditto`] as one `u64`, 0 for none: smaller code on Cortex-M than postcard's
+/// `Option` (the encoding is one byte for none either way).
+mod ditto_addr {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(d: &Option<u64>, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(d.unwrap_or(0))
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+        u64::deserialize(d).map(|a| (a != 0).then_some(a))
+    }
 }
 
 impl BlockPtr {
@@ -401,13 +422,40 @@ impl BlockPtr {
         addr: 0,
         len: 0,
         crc: 0,
+        ditto: None,
     };
     /// True for the null pointer.
     #[must_use]
     pub const fn is_none(&self) -> bool {
         self.len == 0
     }
+
+    /// The pointer to the ditto copy alone, if there is one.
+    #[must_use]
+    pub const fn ditto_ptr(&self) -> Option<BlockPtr> {
+        match self.ditto {
+            Some(addr) => Some(BlockPtr {
+                addr,
+                len: self.len,
+                crc: self.crc,
+                ditto: None,
+            }),
+            None => None,
+        }
+    }
+
+    /// Each copy's pointer alone: the first, then the ditto if there is one.
+    pub fn copies(&self) -> impl Iterator<Item = BlockPtr> {
+        let first = BlockPtr {
+            ditto: None,
+            ..*self
+        };
+        core::iter::once(first).chain(self.ditto_ptr())
+    }
 }
+
+/// Ditto addresses an index entry can hold: 44 bits of 64-byte units (1 PiB of log).
+const DITTO_UNITS: u64 = 1 << 44;
 
 /// One 16-byte map entry: where a LUN block (leaf pages) or a child page (index pages) lives.
 ///
@@ -416,6 +464,10 @@ impl BlockPtr {
 /// compressed, bit 29: [`MapEntry::block_crc`]; the item's length follows from bits 0..29),
 /// `[12..16]` a CRC32C: of this entry's own 4 KiB block when `block_crc` is set, else of the
 /// item's whole payload. An all-zero entry is unmapped.
+///
+/// An index entry whose child page has a ditto copy sets bit 28 instead: its payload length is
+/// then a page's ([`PAGE_PAYLOAD`]), and the ditto's address in 64-byte units takes bytes
+/// `[6..8]` (its low 16 bits) and bits 0..28 of `[8..12]` (the next 28).
 ///
 /// A block CRC lets a read of one block of an uncompressed extent read and check that block
 /// alone (not the item's header or the other blocks), and lets loss be exact to the block: a
@@ -438,6 +490,8 @@ pub struct MapEntry {
     pub crc: u32,
     /// `crc` covers this entry's own block (uncompressed extents), not the whole payload.
     pub block_crc: bool,
+    /// Index entries: the log address of the child page's ditto copy ([`BlockPtr::ditto`]).
+    pub ditto: Option<u64>,
     /// The entry maps something.
     pub valid: bool,
 }
@@ -452,6 +506,7 @@ impl MapEntry {
         compressed: false,
         crc: 0,
         block_crc: false,
+        ditto: None,
         valid: false,
     };
 
@@ -481,6 +536,7 @@ impl MapEntry {
             compressed: false,
             crc: p.crc,
             block_crc: false,
+            ditto: p.ditto.filter(|&a| a / (ITEM_ALIGN as u64) < DITTO_UNITS),
             valid: true,
         }
     }
@@ -496,6 +552,7 @@ impl MapEntry {
             addr: self.addr(),
             len: self.item_bytes() as u32,
             crc: if self.block_crc { 0 } else { self.crc },
+            ditto: self.ditto,
         }
     }
 
@@ -541,10 +598,15 @@ impl MapEntry {
             b[..6].copy_from_slice(&u[..6]);
             b[6] = self.index;
             b[7] = self.blocks;
-            let len = (self.stored_len & 0x1fff_ffff)
+            let mut len = (self.stored_len & 0x1fff_ffff)
                 | 0x8000_0000
                 | if self.compressed { 0x4000_0000 } else { 0 }
                 | if self.block_crc { 0x2000_0000 } else { 0 };
+            let ditto = self.ditto.map(|a| a / ITEM_ALIGN as u64);
+            if let Some(d) = ditto.filter(|&d| d < DITTO_UNITS) {
+                b[6..8].copy_from_slice(&(d as u16).to_le_bytes());
+                len = 0x9000_0000 | ((d >> 16) as u32 & 0x0fff_ffff);
+            }
             b[8..12].copy_from_slice(&len.to_le_bytes());
             b[12..16].copy_from_slice(&self.crc.to_le_bytes());
         }
@@ -565,6 +627,21 @@ impl MapEntry {
         if let (Some(d), Some(src)) = (u.get_mut(..6), e.get(..6)) {
             d.copy_from_slice(src);
         }
+        if len & 0x1000_0000 != 0 {
+            let low = u64::from(get_u16(e, 6));
+            let ditto = (u64::from(len & 0x0fff_ffff) << 16 | low) * ITEM_ALIGN as u64;
+            return MapEntry {
+                unit: u64::from_le_bytes(u),
+                stored_len: PAGE_PAYLOAD as u32,
+                index: 0,
+                blocks: 0,
+                compressed: false,
+                crc: get_u32(e, 12),
+                block_crc: false,
+                ditto: Some(ditto),
+                valid: true,
+            };
+        }
         MapEntry {
             unit: u64::from_le_bytes(u),
             stored_len: len & 0x1fff_ffff,
@@ -573,6 +650,7 @@ impl MapEntry {
             compressed: len & 0x4000_0000 != 0,
             crc: get_u32(e, 12),
             block_crc: len & 0x2000_0000 != 0,
+            ditto: None,
             valid: true,
         }
     }
@@ -761,6 +839,10 @@ pub struct Counters {
     pub repair_bytes: u64,
     /// Checkpoints written.
     pub checkpoints: u64,
+    /// Metadata items written with one copy, not two ([`BlockPtr::ditto`]): the log had no
+    /// room left for both (a nearly full pool); the page or table gets two again when next
+    /// written.
+    pub metadata_single_copies: u64,
 }
 
 /// A checkpoint root (uberblock): the newest valid one on any member is where import starts.
@@ -836,10 +918,8 @@ impl Root {
             self.log.head >= start && self.log.head <= start + seg_bytes
         });
         let ptr_ok = |p: &BlockPtr| {
-            p.addr
-                .checked_add(u64::from(p.len))
-                .is_some_and(|e| e <= data)
-                && p.len > 0
+            let in_log = |a: u64| a.checked_add(u64::from(p.len)).is_some_and(|e| e <= data);
+            p.len > 0 && in_log(p.addr) && p.ditto.is_none_or(in_log)
         };
         window_ok
             && head_ok
@@ -1192,6 +1272,7 @@ mod tests {
             compressed: true,
             crc: 0x0102_0304,
             block_crc: false,
+            ditto: None,
             valid: true,
         };
         let mut b = [0u8; 32];
@@ -1220,8 +1301,28 @@ mod tests {
             addr: 4096 * 7,
             len: 4096,
             crc: 5,
+            ditto: None,
         };
         assert_eq!(MapEntry::from_ptr(p).ptr(), p);
+        // A page pointer with a ditto copy, as far as an entry holds it.
+        for ditto in [64, 4096 * 9 + 128, ((1u64 << 44) - 1) * 64] {
+            let d = BlockPtr {
+                ditto: Some(ditto),
+                ..p
+            };
+            let mut b = [0u8; 16];
+            MapEntry::from_ptr(d).encode(&mut b, 0);
+            assert_eq!(MapEntry::decode(&b, 0).ptr(), d, "ditto at {ditto}");
+        }
+        let far = BlockPtr {
+            ditto: Some((1u64 << 44) * 64),
+            ..p
+        };
+        assert_eq!(
+            MapEntry::from_ptr(far).ptr(),
+            p,
+            "past what an entry holds: none"
+        );
         // Shares of an extent's blocks add up to the whole.
         let total = 30_001u32;
         let sum: u32 = (0..7u8)
@@ -1302,6 +1403,7 @@ mod tests {
                 addr: 512,
                 len: 1024,
                 crc: 1,
+                ditto: Some(8192),
             },
             segments: BlockPtr::NONE,
             bad: BlockPtr::NONE,
@@ -1392,6 +1494,7 @@ mod tests {
                 addr: 4096,
                 len: 4096,
                 crc: 3,
+                ditto: Some(12288),
             },
             depth: 4,
             counters: LunCounters {

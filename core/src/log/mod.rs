@@ -24,10 +24,10 @@ use raidcore_hal::BlockDevice;
 
 use crate::error::{IoError, bug};
 use crate::format::{
-    BlockPtr, Counters, HEADER_BYTES, ItemHeader, ItemKind, LogCursor, PoolLayout, SegEntry,
-    SegState,
+    BlockPtr, Counters, HEADER_BYTES, ITEM_ALIGN, ItemHeader, ItemKind, LogCursor, PoolLayout,
+    SegEntry, SegState,
 };
-use crate::raid::Array;
+use crate::raid::{Array, Geometry};
 pub(crate) use read::{Expect, SeqRule};
 use segments::{SegmentCounts, SegmentTable};
 use zil::{IntentLog, ZilRef};
@@ -69,6 +69,11 @@ pub(crate) struct Log {
     write_failed: bool,
     /// The intent-log rings and flush marks.
     pub(crate) zil: IntentLog,
+    /// A checkpoint's metadata region ([`LogIo::begin_region`]): where its first copies start,
+    /// and how far after each its ditto copy lies.
+    region: Option<(u64, u64)>,
+    /// Metadata gets ditto copies (the pool's `metadata_copies` is 2).
+    pub(crate) ditto: bool,
 }
 
 /// How item reads behave.
@@ -134,6 +139,8 @@ impl Log {
             seg_counts: SegmentCounts::default(),
             write_failed: false,
             zil: IntentLog::default(),
+            region: None,
+            ditto: false,
         }
     }
 
@@ -172,6 +179,18 @@ impl Log {
     /// Log address of the open stripe's first byte.
     pub const fn open_stripe_addr(&self) -> u64 {
         self.stripe_addr
+    }
+    /// The log bytes the stripe buffer holds instead of the members: the open stripe, while
+    /// it lies in the current segment. A log whose segment filled with no next one reserved,
+    /// or reopened by import at a segment's end, has no open stripe until it enters the next
+    /// segment, and the address past the end may be another segment's, on the members.
+    pub fn open_span(&self) -> core::ops::Range<u64> {
+        match self.current_segment() {
+            Some(cur) if self.stripe_addr < self.seg_start(cur) + self.segment_bytes() => {
+                self.stripe_addr..self.stripe_addr + self.sdb as u64
+            }
+            _ => 0..0,
+        }
     }
     /// Bytes of the open stripe filled.
     pub const fn fill(&self) -> usize {
@@ -531,19 +550,210 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
             addr,
             len: bytes as u32,
             crc: hdr.payload_crc,
+            ditto: None,
         })
     }
 
-    /// Appends the segment usage table itself (live until the next checkpoint); its own bytes
-    /// are counted before it is encoded.
+    /// Appends a metadata item twice, as [`BlockPtr::ditto`] describes: the first copy at the
+    /// head, the second after a pad of [`ditto_gap`] bytes, both in one segment. `live`: count
+    /// both copies' bytes as live. Returns the pointer naming both; where the log has no room
+    /// left for both, one copy (counted in `metadata_single_copies`).
+    pub fn append_ditto(
+        &mut self,
+        hdr: ItemHeader,
+        payload: &[u8],
+        live: bool,
+    ) -> Result<BlockPtr, IoError> {
+        let bytes = crate::format::round_up(HEADER_BYTES + payload.len(), ITEM_ALIGN);
+        let pair = match self.place_ditto(bytes) {
+            Ok(_) => true,
+            // A nearly full pool: one copy rather than a failed write.
+            Err(IoError::LogFull) => false,
+            Err(e) => return Err(e),
+        };
+        let first = self.append(hdr, payload, live)?;
+        if !pair {
+            self.counters.metadata_single_copies += 1;
+            return Ok(first);
+        }
+        self.append_copy(first, hdr, payload, live)
+    }
+
+    /// Appends the ditto copy of the item `first` (written with `hdr` and `payload`) at the
+    /// first member block boundary from the head where no member block row of a stripe holds
+    /// bytes of both copies (a pad fills the gap; the next stripe, or segment, if need be).
+    /// Returns `first` naming it (or alone, where the log has no room left for it).
+    pub fn append_copy(
+        &mut self,
+        first: BlockPtr,
+        hdr: ItemHeader,
+        payload: &[u8],
+        live: bool,
+    ) -> Result<BlockPtr, IoError> {
+        let bytes = crate::format::round_up(HEADER_BYTES + payload.len(), ITEM_ALIGN) as u64;
+        let span = (first.addr, first.addr + u64::from(first.len));
+        let mut placed = None;
+        for _ in 0..3 {
+            let geo = *self.array.geometry();
+            let gap = copy_gap(&geo, span, self.log.head(), bytes);
+            self.apply_mark_used();
+            if gap + bytes <= self.log.segment_room() {
+                placed = Some(gap);
+                break;
+            }
+            match self.ensure_room(usize::try_from(gap + bytes).map_err(|_| IoError::LogFull)?) {
+                Ok(()) => {}
+                Err(IoError::LogFull) => break,
+                Err(e) => return Err(e),
+            }
+        }
+        let Some(gap) = placed else {
+            self.counters.metadata_single_copies += 1;
+            return Ok(first);
+        };
+        if gap > 0 {
+            self.pad(gap as usize)?;
+        }
+        let second = self.append(hdr, payload, live)?;
+        Ok(BlockPtr {
+            ditto: Some(second.addr),
+            ..first
+        })
+    }
+
+    /// Opens a checkpoint's metadata region of `bytes` (its first copies, written in order
+    /// with [`Self::append_first`]), whose ditto copies follow in the same order from the
+    /// stripe after its end ([`Self::append_copy_at`]): one pad for the whole checkpoint, where
+    /// a pad per item would cost up to a stripe each on narrow strips. Both halves lie in one
+    /// segment (the head moves to the next if need be). Returns the shift from each first copy
+    /// to its ditto, or `None` when no segment holds the region (write pairs instead).
+    pub fn begin_region(&mut self, bytes: u64) -> Option<u64> {
+        let sdb = self.log.sdb as u64;
+        // Only where the current segment holds it: moving to the next would pad the rest of
+        // this one, which on a nearly full pool costs more than it saves (the cleaner then
+        // moves data for every checkpoint).
+        self.apply_mark_used();
+        if 2 * bytes + sdb > self.log.segment_room() {
+            return None;
+        }
+        let start = self.log.head();
+        let shift = (start + bytes).div_ceil(sdb) * sdb - start;
+        self.log.region = Some((start, shift));
+        Some(shift)
+    }
+
+    /// Closes the metadata region.
+    pub fn end_region(&mut self) {
+        self.log.region = None;
+    }
+
+    /// Appends a first copy in the open region: its pointer names its ditto copy, at the
+    /// region's shift after it (written later by [`Self::append_copy_at`]). Outside a region,
+    /// a plain append.
+    pub fn append_first(
+        &mut self,
+        hdr: ItemHeader,
+        payload: &[u8],
+        live: bool,
+    ) -> Result<BlockPtr, IoError> {
+        let ptr = self.append(hdr, payload, live)?;
+        Ok(BlockPtr {
+            ditto: self.log.region.map(|(_, shift)| ptr.addr + shift),
+            ..ptr
+        })
+    }
+
+    /// Appends the ditto copy of `first` (written with `hdr` and `payload`) where its pointer
+    /// says it lies; its bytes were counted live when the region's segment table was.
+    pub fn append_copy_at(
+        &mut self,
+        first: BlockPtr,
+        hdr: ItemHeader,
+        payload: &[u8],
+    ) -> Result<(), IoError> {
+        if first.ditto != Some(self.log.head()) {
+            return Err(bug!(IoError));
+        }
+        self.append(hdr, payload, false).map(|_| ())
+    }
+
+    /// Pads from the head up to log address `to` (a multiple of 64 at or after it).
+    pub fn pad_to(&mut self, to: u64) -> Result<(), IoError> {
+        let head = self.log.head();
+        match to.checked_sub(head) {
+            Some(0) => Ok(()),
+            Some(n) if n >= HEADER_BYTES as u64 && n.is_multiple_of(ITEM_ALIGN as u64) => {
+                self.pad(usize::try_from(n).map_err(|_| bug!(IoError))?)
+            }
+            _ => Err(bug!(IoError)),
+        }
+    }
+
+    /// The open region's start and shift.
+    pub fn region(&self) -> Option<(u64, u64)> {
+        self.log.region
+    }
+
+    /// The segment usage table's first copy in the open region, with `copies` bytes of ditto
+    /// copies to come counted live in the region's segment first (so the table it encodes
+    /// holds them). Returns its pointer (naming its ditto).
+    pub fn segment_table_first(&mut self, copies: u64) -> Result<BlockPtr, IoError> {
+        let len = self.log.layout.segments as usize * crate::format::SEG_ENTRY_BYTES;
+        let bytes = crate::format::round_up(HEADER_BYTES + len, ITEM_ALIGN);
+        let seg = self.log.seg_of(self.log.head());
+        let live = u32::try_from(copies + bytes as u64).map_err(|_| bug!(IoError))?;
+        self.segs().account(seg, live, true);
+        let ptr = self.put_segment_table(len, bytes)?;
+        Ok(BlockPtr {
+            ditto: self.log.region.map(|(_, shift)| ptr.addr + shift),
+            ..ptr
+        })
+    }
+
+    /// The segment usage table's ditto copy, at the head, where `first` says it lies.
+    pub fn segment_table_copy(&mut self, first: BlockPtr) -> Result<(), IoError> {
+        if first.ditto != Some(self.log.head()) {
+            return Err(bug!(IoError));
+        }
+        let len = self.log.layout.segments as usize * crate::format::SEG_ENTRY_BYTES;
+        let bytes = crate::format::round_up(HEADER_BYTES + len, ITEM_ALIGN);
+        self.put_segment_table(len, bytes).map(|_| ())
+    }
+
+    /// Moves the head to where an item of `bytes` and its ditto copy fit in one segment (to
+    /// the next reserved segment if the current one is too short); returns the gap between
+    /// the copies there.
+    fn place_ditto(&mut self, bytes: usize) -> Result<usize, IoError> {
+        for _ in 0..3 {
+            let geo = *self.array.geometry();
+            let gap = ditto_gap(&geo, self.log.head(), bytes as u64);
+            let total = 2 * bytes as u64 + gap;
+            self.apply_mark_used();
+            if total <= self.log.segment_room() {
+                return Ok(gap as usize);
+            }
+            self.ensure_room(usize::try_from(total).map_err(|_| IoError::LogFull)?)?;
+        }
+        Err(IoError::LogFull)
+    }
+
+    /// Appends the segment usage table itself, one copy (live until the next checkpoint; a
+    /// checkpoint without room for its metadata region); its own bytes are counted before it
+    /// is encoded.
     pub fn append_segment_table(&mut self) -> Result<BlockPtr, IoError> {
-        let segments = self.log.layout.segments;
-        let len = segments as usize * crate::format::SEG_ENTRY_BYTES;
-        let bytes = crate::format::round_up(HEADER_BYTES + len, crate::format::ITEM_ALIGN);
+        let len = self.log.layout.segments as usize * crate::format::SEG_ENTRY_BYTES;
+        let bytes = crate::format::round_up(HEADER_BYTES + len, ITEM_ALIGN);
         self.ensure_room(bytes)?;
-        let addr = self.log.head();
-        let seg = self.log.seg_of(addr);
+        let seg = self.log.seg_of(self.log.head());
         self.segs().account(seg, bytes as u32, true);
+        self.counters.metadata_single_copies += u64::from(self.log.ditto);
+        self.put_segment_table(len, bytes)
+    }
+
+    /// One copy of the segment usage table (`len` bytes, an item of `bytes`) at the head.
+    fn put_segment_table(&mut self, len: usize, bytes: usize) -> Result<BlockPtr, IoError> {
+        let segments = self.log.layout.segments;
+        let addr = self.log.head();
         let payload = self.sut.get(..len).ok_or(bug!(IoError))?;
         let hdr = ItemHeader {
             kind: ItemKind::SegmentTable,
@@ -574,6 +784,7 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
             addr,
             len: bytes as u32,
             crc: hdr.payload_crc,
+            ditto: None,
         })
     }
 
@@ -587,5 +798,126 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
         self.put(header)?;
         self.put(payload)?;
         self.put_zeros(item_bytes - header.len() - payload.len())
+    }
+}
+
+/// Bytes of pad between a metadata item of `len` bytes at log address `at` and its ditto copy:
+/// the least that starts the copy on a member block boundary from which no member block row of
+/// any stripe (one block at the same offset in each strip of the stripe, every copy on
+/// mirrors) holds bytes of both copies. A latent sector error, or one with members out,
+/// destroys such a row (the error's block, and the blocks rebuilt through it); the other copy
+/// lies in other rows. Where the strip is too short for that next to the first copy, the copy
+/// starts the next stripe.
+pub(crate) fn ditto_gap(geo: &Geometry, at: u64, len: u64) -> u64 {
+    copy_gap(geo, (at, at + len), at + len, len)
+}
+
+/// Bytes of pad from log address `head` to where a copy of `len` bytes of the item at
+/// `first` starts ([`ditto_gap`]'s rule, for a copy written later than right after it).
+fn copy_gap(geo: &Geometry, first: (u64, u64), head: u64, len: u64) -> u64 {
+    let bb = geo.block_bytes() as u64;
+    let sdb = geo.stripe_data_bytes() as u64;
+    let next = head.div_ceil(bb) * bb;
+    if !shares_row(geo, first, (next, next + len)) {
+        return next - head;
+    }
+    // The stripe after the one holding `next`: none of the first copy's stripes (it ends at
+    // or before the head).
+    (next / sdb + 1) * sdb - head
+}
+
+/// The most [`ditto_gap`] can be for an item of `len` bytes in this geometry: under a member
+/// block where a strip holds both copies side by side (twice the item and two blocks), else
+/// up to a stripe.
+pub(crate) const fn ditto_gap_max(geo: &Geometry, len: usize) -> usize {
+    let bb = geo.block_bytes();
+    if geo.strip_bytes() >= 2 * len + 2 * bb {
+        bb
+    } else {
+        geo.stripe_data_bytes()
+    }
+}
+
+/// Whether log byte ranges `a` and `b` have bytes in one member block row of one stripe.
+fn shares_row(geo: &Geometry, a: (u64, u64), b: (u64, u64)) -> bool {
+    let bb = geo.block_bytes() as u64;
+    let sdb = geo.stripe_data_bytes() as u64;
+    let strip = geo.strip_bytes() as u64;
+    let strips = sdb / strip.max(1);
+    let mut x = b.0 / bb * bb;
+    while x < b.1 {
+        let (s, row) = (x / sdb, x % sdb % strip);
+        let touched = (0..strips).any(|j| {
+            let lo = s * sdb + j * strip + row;
+            lo < a.1 && lo + bb > a.0
+        });
+        if touched {
+            return true;
+        }
+        x += bb;
+    }
+    false
+}
+
+#[cfg(test)]
+mod ditto_tests {
+    use super::*;
+    use crate::raid::Level;
+    use raidcore_hal::BlockSize;
+
+    /// Every (stripe, row) the bytes `[lo, hi)` touch, by brute force over member blocks.
+    fn rows(geo: &Geometry, lo: u64, hi: u64) -> std::vec::Vec<(u64, u64)> {
+        let bb = geo.block_bytes() as u64;
+        let sdb = geo.stripe_data_bytes() as u64;
+        let strip = geo.strip_bytes() as u64;
+        let mut out = std::vec::Vec::new();
+        let mut x = lo / bb * bb;
+        while x < hi {
+            out.push((x / sdb, x % sdb % strip / bb));
+            x += bb;
+        }
+        out
+    }
+
+    /// The copy placed after any item, in any geometry, shares no member block row of a
+    /// stripe with it, starts on a block boundary, and is as near as the bound says.
+    #[test]
+    fn a_ditto_copy_never_shares_a_row_with_its_first_copy() {
+        let mut cases = 0;
+        for (level, disks) in [(Level::Raid1, 2), (Level::Raid5, 4), (Level::Raid6, 6)] {
+            for strip in [4096u32, 8192, 16384, 65536] {
+                for bs in [BlockSize::B512, BlockSize::B4096] {
+                    let geo = Geometry::try_new(level, disks, strip, bs, 1 << 16, 0).unwrap();
+                    let bb = geo.block_bytes() as u64;
+                    for len in [4096u64, 1088, 8256, 3 * 65536 + 64] {
+                        for at in (0..3 * geo.stripe_data_bytes() as u64).step_by(64 * 37) {
+                            let gap = ditto_gap(&geo, at, len);
+                            let d = at + len + gap;
+                            assert_eq!(d % bb, 0, "{geo:?} at {at} len {len}");
+                            let first = rows(&geo, at, at + len);
+                            let shared = rows(&geo, d, d + len)
+                                .into_iter()
+                                .find(|r| first.contains(r));
+                            assert_eq!(shared, None, "{geo:?} at {at} len {len} gap {gap}");
+                            let max = ditto_gap_max(&geo, len as usize) as u64;
+                            assert!(gap < max.max(bb), "{geo:?} at {at} len {len} gap {gap}");
+                            cases += 1;
+                        }
+                    }
+                }
+            }
+        }
+        std::println!("{cases} placements checked");
+    }
+
+    /// Where a strip holds both copies side by side, the gap is only the block alignment.
+    #[test]
+    fn a_page_and_its_ditto_sit_side_by_side_in_a_wide_strip() {
+        let geo = Geometry::try_new(Level::Raid6, 6, 65536, BlockSize::B512, 1 << 16, 0).unwrap();
+        assert_eq!(ditto_gap(&geo, 0, 4096), 0);
+        assert_eq!(ditto_gap(&geo, 64, 4096), 448);
+        // Too narrow a strip: the copy starts the next stripe.
+        let narrow = Geometry::try_new(Level::Raid6, 6, 4096, BlockSize::B512, 1 << 16, 0).unwrap();
+        assert_eq!(ditto_gap(&narrow, 64, 4096), 4 * 4096 - 4160);
     }
 }

@@ -9,7 +9,7 @@ use super::{LogIo, Pass};
 use crate::error::{IoError, bug};
 use crate::event::Event;
 use crate::format::{
-    BlockPtr, FormatError, HEADER_BYTES, ItemHeader, ItemKind, LUN_BLOCK, MapEntry, SECTOR,
+    BlockPtr, FormatError, HEADER_BYTES, ITEM_ALIGN, ItemHeader, ItemKind, LUN_BLOCK, MapEntry,
     SegEntry,
 };
 use crate::raid::{ArrayError, DiskSet, Geometry, Level};
@@ -168,8 +168,7 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
             return Err(bug!(IoError));
         }
         let sdb = self.log.sdb as u64;
-        let open_lo = self.log.stripe_addr;
-        let open_hi = open_lo + sdb;
+        let open = self.log.open_span();
         let mut at = start;
         while at < end {
             let stripe_end = (at / sdb + 1) * sdb;
@@ -177,8 +176,8 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
             let dst = buf
                 .get_mut((at - start) as usize..(piece_end - start) as usize)
                 .ok_or(bug!(IoError))?;
-            if at >= open_lo && at < open_hi && self.pass == Pass::Live {
-                let o = (at - open_lo) as usize;
+            if open.contains(&at) && self.pass == Pass::Live {
+                let o = (at - open.start) as usize;
                 let src = self.stripe.get(o..o + dst.len()).ok_or(bug!(IoError))?;
                 dst.copy_from_slice(src);
             } else {
@@ -215,25 +214,65 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
         while let Some(ex) = suspect_set(&geo, k) {
             k += 1;
             let buf = core::mem::take(&mut self.item);
-            let read = self.read_log(addr, SECTOR, buf, ex);
+            // The header alone: bytes past a short item may lie in a row nothing rebuilds
+            // (the open stripe at a crash) and must not hide a header the records cover.
+            let read = self.read_log(addr, HEADER_BYTES, buf, ex);
             self.item = buf;
             let Ok(off) = read else {
                 continue;
             };
-            let Some(bytes) = self.item.get(off..off + HEADER_BYTES) else {
-                continue;
-            };
-            if let Ok(h) = ItemHeader::decode(bytes, room.saturating_sub(HEADER_BYTES))
-                && h.pool == self.log.tag
-                && h.addr == addr
-                && h.item_bytes() <= room
-                && match seq {
-                    SeqRule::Exact(s) => h.seq == s,
-                    SeqRule::AtLeast(s) => h.seq >= s,
-                }
-            {
+            if let Some(h) = self.header_in_item(off, addr, room, seq) {
                 return Some((h, off, ex));
             }
+        }
+        None
+    }
+
+    /// The header at `self.item[off..]`, taken as the item at log address `addr` with `room`
+    /// bytes to its segment's end, if it passes [`Self::find_header`]'s checks.
+    fn header_in_item(
+        &self,
+        off: usize,
+        addr: u64,
+        room: usize,
+        seq: SeqRule,
+    ) -> Option<ItemHeader> {
+        let bytes = self.item.get(off..off + HEADER_BYTES)?;
+        let h = ItemHeader::decode(bytes, room.saturating_sub(HEADER_BYTES)).ok()?;
+        let seq_ok = match seq {
+            SeqRule::Exact(s) => h.seq == s,
+            SeqRule::AtLeast(s) => h.seq >= s,
+        };
+        (h.pool == self.log.tag && h.addr == addr && h.item_bytes() <= room && seq_ok).then_some(h)
+    }
+
+    /// The log address of the first item header after `from` and before `end` that a plain
+    /// read finds (headers are [`ITEM_ALIGN`]-aligned and never cross a member block), so a
+    /// walk can go on past an item whose header no reconstruction rebuilds. Unreadable blocks
+    /// are stepped over whole. `None` when there is none.
+    pub fn next_header(&mut self, from: u64, end: u64, seq: SeqRule) -> Option<u64> {
+        let bb = self.array.geometry().block_bytes() as u64;
+        let align = ITEM_ALIGN as u64;
+        let mut a = (from / align + 1) * align;
+        while a + HEADER_BYTES as u64 <= end {
+            let block_end = ((a / bb + 1) * bb).min(end);
+            let buf = core::mem::take(&mut self.item);
+            let read = self.read_log(a, (block_end - a) as usize, buf, DiskSet::EMPTY);
+            self.item = buf;
+            if let Ok(off) = read {
+                let mut x = a;
+                while x + HEADER_BYTES as u64 <= block_end {
+                    let at = off + (x - a) as usize;
+                    if self
+                        .header_in_item(at, x, (end - x) as usize, seq)
+                        .is_some()
+                    {
+                        return Some(x);
+                    }
+                    x += align;
+                }
+            }
+            a = block_end.div_ceil(align) * align;
         }
         None
     }
@@ -247,6 +286,25 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
     ) -> Result<(ItemHeader, usize), IoError> {
         self.load_item_rebuilt(ptr, expect)
             .map(|(h, off, _)| (h, off))
+    }
+
+    /// [`Self::load_item`] of the first copy `ptr` names, else of its ditto copy; also says
+    /// whether the first copy was lost (no reconstruction of it checked), so the caller can
+    /// write the item anew.
+    pub fn load_item_copies(
+        &mut self,
+        ptr: BlockPtr,
+        expect: Expect,
+    ) -> Result<(ItemHeader, usize, bool), IoError> {
+        let first = BlockPtr { ditto: None, ..ptr };
+        let err = match self.load_item(first, expect) {
+            Ok((h, off)) => return Ok((h, off, false)),
+            Err(e) => e,
+        };
+        match ptr.ditto_ptr() {
+            Some(d) => self.load_item(d, expect).map(|(h, off)| (h, off, true)),
+            None => Err(err),
+        }
     }
 
     /// [`Self::load_item`], also saying which members the read that checked left out (empty:
@@ -284,6 +342,7 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
             addr: item + HEADER_BYTES as u64 + u64::from(first) * LUN_BLOCK as u64,
             len: len as u32,
             crc: 0,
+            ditto: None,
         };
         let ((), at, _) = self.read_checked(span, |io, ex| {
             let buf = core::mem::take(&mut io.item);
@@ -319,7 +378,7 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
             Err(e) => e,
         };
         // Bytes still in memory cannot be healed from members.
-        let open = self.log.stripe_addr..self.log.stripe_addr + self.log.sdb as u64;
+        let open = self.log.open_span();
         let in_memory = open.contains(&span.addr) && self.pass == Pass::Live;
         if in_memory
             || matches!(

@@ -240,6 +240,7 @@ impl<'r> LogScan<'r> {
                 addr: self.cursor,
                 len: h.item_bytes() as u32,
                 crc: h.payload_crc,
+                ditto: None,
             };
             match io.load_item(ptr, Expect::header(&h)) {
                 Ok((_, payload_off)) => {

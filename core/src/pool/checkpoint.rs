@@ -16,8 +16,8 @@ use raidcore_hal::BlockDevice;
 use super::{OpenError, Pool};
 use crate::error::{IoError, bug};
 use crate::format::{
-    self, BlockPtr, ItemHeader, ItemKind, LogCursor, LunRecord, ROOT_MAGIC, ROOT_SLOTS, Root,
-    SLOT_BYTES, SegEntry, SegState,
+    self, BlockPtr, HEADER_BYTES, ItemHeader, ItemKind, LogCursor, LunRecord, PAGE_PAYLOAD,
+    ROOT_MAGIC, ROOT_SLOTS, Root, SLOT_BYTES, SegEntry, SegState,
 };
 use crate::log::{Expect, Pass};
 use crate::raid::DiskSet;
@@ -45,9 +45,16 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
 
     /// Writes a checkpoint (see the module docs).
     pub(crate) fn write_checkpoint(&mut self) -> Result<(), IoError> {
-        self.vol()?.write_dirty_pages()?;
-        self.retire_tables()?;
-        let (lun_ptr, bad_ptr, sut_ptr) = self.append_tables()?;
+        self.vol()?.recopy()?;
+        let region = if self.log.ditto {
+            self.plan_region()?
+        } else {
+            None
+        };
+        let (lun_ptr, bad_ptr, sut_ptr) = match region {
+            Some(plan) => self.write_region(plan)?,
+            None => self.write_single()?,
+        };
         let mut io = self.io()?;
         io.seal_stripe()?;
         io.apply_mark_used();
@@ -80,11 +87,13 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         let ptrs = self.ckpt.table_ptrs;
         let generation = self.ckpt.root_gen as u32;
         let mut io = self.io()?;
-        for p in ptrs {
-            if !p.is_none() {
-                let seg = io.log.seg_of(p.addr);
-                io.segs().account(seg, p.len, false);
-            }
+        for c in ptrs
+            .iter()
+            .filter(|p| !p.is_none())
+            .flat_map(BlockPtr::copies)
+        {
+            let seg = io.log.seg_of(c.addr);
+            io.segs().account(seg, c.len, false);
         }
         let window: Vec<u32, 16> = io.log.window().0.iter().copied().collect();
         let mut t = io.segs();
@@ -120,6 +129,125 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         let bad_ptr = append_table(&mut io, meta, ItemKind::BadList, n)?;
         let sut_ptr = io.append_segment_table()?;
         Ok((lun_ptr, bad_ptr, sut_ptr))
+    }
+
+    /// The metadata region this checkpoint writes (see [`LogIo::begin_region`]), opened: its
+    /// pages and tables, the LUN table with room for its map roots to grow when the pages
+    /// move. `None` when the current segment has no room for it ([`Self::write_single`] then
+    /// writes one copy).
+    ///
+    /// [`LogIo::begin_region`]: crate::log::LogIo::begin_region
+    fn plan_region(&mut self) -> Result<Option<Region>, IoError> {
+        let slot = |n: usize| format::round_up(HEADER_BYTES + n, format::ITEM_ALIGN) as u64;
+        // A map root's encoding grows by at most this when it changes (postcard varints).
+        let root_growth = 32 * self.luns.slots();
+        let pages = self.map.pages_to_write() as u64 * (HEADER_BYTES + PAGE_PAYLOAD) as u64;
+        let lun = slot(self.encode_luns()? + root_growth);
+        let bad = slot(self.encode_bad()?);
+        let sut = slot(self.log.segments() as usize * format::SEG_ENTRY_BYTES);
+        let Some(shift) = self.io()?.begin_region(pages + lun + bad + sut) else {
+            return Ok(None);
+        };
+        Ok(Some(Region {
+            shift,
+            pages,
+            lun,
+            bad,
+        }))
+    }
+
+    /// Writes the region `plan` opened: every page's and table's first copy, a pad to the
+    /// stripe the ditto copies start, and the copies in the same order. Returns the tables'
+    /// pointers (naming both copies).
+    fn write_region(&mut self, plan: Region) -> Result<(BlockPtr, BlockPtr, BlockPtr), IoError> {
+        let (start, _) = self.io()?.region().ok_or(bug!(IoError))?;
+        let mut order: Vec<usize, P> = Vec::new();
+        self.vol()?.write_page_firsts(&mut order)?;
+        self.retire_tables()?;
+        let lun_ptr = self.table_first(ItemKind::LunTable, plan.lun)?;
+        let bad_ptr = self.table_first(ItemKind::BadList, plan.bad)?;
+        let copies = plan.pages + u64::from(lun_ptr.len) + u64::from(bad_ptr.len);
+        let mut io = self.io()?;
+        let sut_len = format::round_up(
+            HEADER_BYTES + io.log.segments() as usize * format::SEG_ENTRY_BYTES,
+            format::ITEM_ALIGN,
+        ) as u64;
+        let sut_ptr = io.segment_table_first(copies + sut_len)?;
+        io.pad_to(start + plan.shift)?;
+        self.vol()?.write_page_copies(&order)?;
+        self.table_copy(ItemKind::LunTable, lun_ptr, plan.lun)?;
+        self.table_copy(ItemKind::BadList, bad_ptr, plan.bad)?;
+        let mut io = self.io()?;
+        io.segment_table_copy(sut_ptr)?;
+        io.end_region();
+        Ok((lun_ptr, bad_ptr, sut_ptr))
+    }
+
+    /// A checkpoint with one copy of its metadata: the pool's `metadata_copies` is 1, or the
+    /// current segment has no room for the metadata region (moving to the next would pad this
+    /// one's rest, which on a nearly full pool costs more than it saves). In the second case
+    /// [`Counters::metadata_single_copies`] counts them and the pages go on the list the next
+    /// checkpoint writes anew with two; the tables are new at every checkpoint.
+    ///
+    /// [`Counters::metadata_single_copies`]: crate::format::Counters::metadata_single_copies
+    fn write_single(&mut self) -> Result<(BlockPtr, BlockPtr, BlockPtr), IoError> {
+        let mut order: Vec<usize, P> = Vec::new();
+        let mut vol = self.vol()?;
+        vol.write_page_firsts(&mut order)?;
+        if vol.io.log.ditto {
+            vol.note_uncopied(&order);
+            vol.io.counters.metadata_single_copies += order.len() as u64;
+        }
+        self.retire_tables()?;
+        self.append_tables()
+    }
+
+    /// The LUN table, encoded into the metadata buffer; its length.
+    fn encode_luns(&mut self) -> Result<usize, IoError> {
+        let mut recs: Vec<LunRecord, L> = Vec::new();
+        for r in self.luns.records() {
+            recs.push(r.clone()).map_err(|_| bug!(IoError))?;
+        }
+        let (_, meta) = self.io_and_meta()?;
+        format::encode_lun_table(&recs, meta).map_err(IoError::Corrupt)
+    }
+
+    /// The lost-block list, encoded into the metadata buffer; its length.
+    fn encode_bad(&mut self) -> Result<usize, IoError> {
+        let bad: Vec<format::BadRange, { format::BAD_LIST_MAX }> =
+            self.luns.bad().iter().copied().collect();
+        let (_, meta) = self.io_and_meta()?;
+        format::encode_bad_list(&bad, meta).map_err(IoError::Corrupt)
+    }
+
+    /// Table `kind` encoded again (it has not changed since it was planned or first written).
+    fn encode_table(&mut self, kind: ItemKind) -> Result<usize, IoError> {
+        if kind == ItemKind::LunTable {
+            self.encode_luns()
+        } else {
+            self.encode_bad()
+        }
+    }
+
+    /// Table `kind`'s first copy in the region, padded to its `slot` bytes; its pointer.
+    fn table_first(&mut self, kind: ItemKind, slot: u64) -> Result<BlockPtr, IoError> {
+        let n = self.encode_table(kind)?;
+        let (mut io, meta) = self.io_and_meta()?;
+        let payload = meta.get(..n).ok_or(bug!(IoError))?;
+        let ptr = io.append_first(table_header(kind, n), payload, true)?;
+        io.counters.metadata_log_bytes += u64::from(ptr.len);
+        io.pad_to(ptr.addr + slot)?;
+        Ok(ptr)
+    }
+
+    /// Table `kind`'s ditto copy where `first` says, padded to its `slot` bytes.
+    fn table_copy(&mut self, kind: ItemKind, first: BlockPtr, slot: u64) -> Result<(), IoError> {
+        let n = self.encode_table(kind)?;
+        let (mut io, meta) = self.io_and_meta()?;
+        let payload = meta.get(..n).ok_or(bug!(IoError))?;
+        io.append_copy_at(first, table_header(kind, n), payload)?;
+        io.counters.metadata_log_bytes += u64::from(first.len);
+        io.pad_to(first.ditto.ok_or(bug!(IoError))? + slot)
     }
 
     /// The window after this checkpoint: the current segment, then free ones.
@@ -223,7 +351,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
 
     /// Bytes a checkpoint would append now: dirty map pages and the ancestors their new
     /// copies dirty, the LUN table, the bad list and the segment table (approximately, to a
-    /// sector or two).
+    /// sector or two); with ditto copies twice that and the pad between the halves.
     pub(crate) fn checkpoint_bytes(&self) -> usize {
         let pages = self.map.pages_to_write();
         let tables = format::round_up(64 + 16 + self.luns.slots() * 72, format::ITEM_ALIGN)
@@ -232,7 +360,12 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
                 64 + self.log.segments() as usize * format::SEG_ENTRY_BYTES,
                 format::ITEM_ALIGN,
             );
-        pages * 4096 + tables
+        let once = pages * 4096 + tables;
+        if self.log.ditto {
+            2 * once + self.array.geometry().stripe_data_bytes()
+        } else {
+            once
+        }
     }
 
     /// Whether checkpointing now would pad little: the checkpoint's own bytes end within one
@@ -331,20 +464,21 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
     /// Loads the tables a root points at (import's first pass: nothing is healed).
     pub(crate) fn load_tables(&mut self, root: &Root) -> Result<(), IoError> {
         let mut io = self.io_in(Pass::FindEnd { healed: false })?;
-        let (h, off) = io.load_item(root.luns, Expect::table(ItemKind::LunTable))?;
+        let (h, off, _) = io.load_item_copies(root.luns, Expect::table(ItemKind::LunTable))?;
         let body = io
             .item
             .get(off..off + h.stored_len as usize)
             .ok_or(bug!(IoError))?;
         let recs: Vec<LunRecord, L> = format::decode_lun_table(body).map_err(IoError::Corrupt)?;
-        let (h2, off2) = io.load_item(root.bad, Expect::table(ItemKind::BadList))?;
+        let (h2, off2, _) = io.load_item_copies(root.bad, Expect::table(ItemKind::BadList))?;
         let body2 = io
             .item
             .get(off2..off2 + h2.stored_len as usize)
             .ok_or(bug!(IoError))?;
         let bad = format::decode_bad_list(body2).map_err(IoError::Corrupt)?;
         let len = io.log.segments() as usize * format::SEG_ENTRY_BYTES;
-        let (h3, off3) = io.load_item(root.segments, Expect::table(ItemKind::SegmentTable))?;
+        let (h3, off3, _) =
+            io.load_item_copies(root.segments, Expect::table(ItemKind::SegmentTable))?;
         if h3.stored_len as usize != len {
             return Err(IoError::Corrupt(format::FormatError::Bounds));
         }
@@ -380,14 +514,20 @@ fn keep_newest(roots: &mut Vec<Root, 8>, r: Root) {
     let _ = roots.push(r);
 }
 
-/// Appends `meta[..n]` as a table item (live until the next checkpoint).
-fn append_table<D: BlockDevice, const N: usize>(
-    io: &mut crate::log::LogIo<'_, D, N>,
-    meta: &[u8],
-    kind: ItemKind,
-    n: usize,
-) -> Result<BlockPtr, IoError> {
-    let hdr = ItemHeader {
+/// What a checkpoint's metadata region holds ([`Pool::plan_region`]): the shift from each
+/// first copy to its ditto, the bytes of its pages, and the slots of the LUN table and the
+/// lost-block list.
+#[derive(Debug, Clone, Copy)]
+struct Region {
+    shift: u64,
+    pages: u64,
+    lun: u64,
+    bad: u64,
+}
+
+/// The header of a table item of `n` payload bytes (the log fills in the rest).
+const fn table_header(kind: ItemKind, n: usize) -> ItemHeader {
+    ItemHeader {
         kind,
         flags: 0,
         lun: 0,
@@ -399,9 +539,20 @@ fn append_table<D: BlockDevice, const N: usize>(
         seq: 0,
         pool: 0,
         addr: 0,
-    };
+    }
+}
+
+/// Appends `meta[..n]` as a table item, one copy (live until the next checkpoint).
+fn append_table<D: BlockDevice, const N: usize>(
+    io: &mut crate::log::LogIo<'_, D, N>,
+    meta: &[u8],
+    kind: ItemKind,
+    n: usize,
+) -> Result<BlockPtr, IoError> {
+    let hdr = table_header(kind, n);
     let payload = meta.get(..n).ok_or(bug!(IoError))?;
     let ptr = io.append(hdr, payload, true)?;
     io.counters.metadata_log_bytes += u64::from(ptr.len);
+    io.counters.metadata_single_copies += u64::from(io.log.ditto);
     Ok(ptr)
 }

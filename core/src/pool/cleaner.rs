@@ -208,24 +208,33 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             match h.kind {
                 ItemKind::Extent => self.relocate_extent(&h)?,
                 ItemKind::MapPage => {
-                    let key = PageKey {
-                        lun: h.lun,
-                        level: h.blocks as u8,
-                        index: h.lba,
-                    };
-                    let mut vol = self.vol()?;
-                    if vol
-                        .page_ptr(key.lun, key.level, key.index)?
-                        .is_some_and(|p| p.addr == cursor)
-                    {
-                        vol.dirty_page(key)?;
-                    }
+                    self.dirty_live_page(&h)?;
                 }
                 _ => {}
             }
             cursor += h.item_bytes() as u64;
         }
         Ok(())
+    }
+
+    /// The map page item `h` (either copy of a page): if its page's pointer still names it, the
+    /// page is loaded (through the other copy if this one is lost) and marked dirty, so the
+    /// next checkpoint writes both copies anew elsewhere. Returns whether it was live (a page
+    /// of a LUN that is gone, or past its tree, is dead).
+    pub(crate) fn dirty_live_page(&mut self, h: &ItemHeader) -> Result<bool, IoError> {
+        let key = PageKey {
+            lun: h.lun,
+            level: h.blocks as u8,
+            index: h.lba,
+        };
+        let mut vol = self.vol()?;
+        let live = vol
+            .page_ptr(key.lun, key.level, key.index)?
+            .is_some_and(|p| p.copies().any(|c| c.addr == h.addr));
+        if live {
+            vol.dirty_page(key)?;
+        }
+        Ok(live)
     }
 
     /// Re-appends the blocks of the extent `h` the map still points at.

@@ -646,6 +646,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
                         compressed: h.flags & format::FLAG_COMPRESSED != 0,
                         crc: block_crc.copied().unwrap_or(h.payload_crc),
                         block_crc: block_crc.is_some(),
+                        ditto: None,
                         valid: true,
                     };
                     vol.map_set(h.lun, h.lba + u64::from(i), e)?;

@@ -84,6 +84,13 @@ pub struct PoolConfig {
     /// default, 4 (16 KiB), is OpenZFS's default `volblocksize` since 2.2. A write-time
     /// policy: not recorded on disk, any reader reads any size.
     pub compress_unit_blocks: u8,
+    /// Copies of each metadata item (map page, table) written: 1, or 2 for a ditto copy placed
+    /// so that no member block row holds both ([`format::BlockPtr::ditto`]), so that one
+    /// latent sector error on a degraded stripe cannot lose the map. Not yet the default: on a
+    /// nearly full pool the second copies make the cleaner churn, and a forced import can then
+    /// load a checkpoint whose tables survive in a copy while map pages under it do not (see
+    /// README). A write-time policy: any reader reads both forms.
+    pub metadata_copies: u8,
     /// Intent-log ring per member, in 4 KiB slots (at least 16).
     pub zil_slots: u32,
     /// Smallest segment, in stripes (segments grow on large disks to respect `max_segments`).
@@ -111,6 +118,7 @@ impl Default for PoolConfig {
             max_extent_blocks: 32,
             compression: true,
             compress_unit_blocks: 4,
+            metadata_copies: 1,
             zil_slots: 256,
             segment_stripes: 32,
             max_segments: 1024,
@@ -668,6 +676,9 @@ impl PoolConfig {
         if self.compress_unit_blocks == 0 || self.compress_unit_blocks > 32 {
             return Err(OpenError::Config("compress_unit_blocks must be 1..=32"));
         }
+        if !(1..=2).contains(&self.metadata_copies) {
+            return Err(OpenError::Config("metadata_copies must be 1 or 2"));
+        }
         if self.zil_slots < 16 {
             return Err(OpenError::Config("zil_slots must be at least 16"));
         }
@@ -855,8 +866,10 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             .collect();
         let sdb = array.geometry().stripe_data_bytes();
         let max_extent = cfg.max_extent_blocks as usize * LUN_BLOCK;
+        let mut log = Log::new(conf.pool_tag, conf.layout, sdb, reserved);
+        log.ditto = cfg.metadata_copies > 1;
         Pool {
-            log: Log::new(conf.pool_tag, conf.layout, sdb, reserved),
+            log,
             enc: Encoder::new(
                 conf.layout.compression,
                 max_extent,

@@ -350,7 +350,8 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             pages += self.vol()?.rewrite_pages_in(lo, hi);
         }
         let hi = spans().map(|(_, hi)| hi).max().unwrap_or(base);
-        self.record_lost_extents(base, hi, |a, b| spans().any(|(lo, hi)| a < hi && b > lo))?;
+        pages +=
+            self.record_lost_extents(base, hi, |a, b| spans().any(|(lo, hi)| a < hi && b > lo))?;
         self.array
             .events_mut()
             .push(Event::Unrecoverable { stripe });
@@ -361,13 +362,16 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
     }
 
     /// Walks the segment of log address `lo` up to `hi` once: every extent item that
-    /// `overlaps(start, end)` says lies in lost bytes has its live blocks recorded as lost.
+    /// `overlaps(start, end)` says lies in lost bytes has its live blocks recorded as lost, and
+    /// every live map page copy there has its page marked dirty (read through its other copy,
+    /// written anew by the next checkpoint). Returns the pages marked.
     fn record_lost_extents(
         &mut self,
         lo: u64,
         hi: u64,
         overlaps: impl Fn(u64, u64) -> bool,
-    ) -> Result<(), IoError> {
+    ) -> Result<usize, IoError> {
+        let mut pages = 0;
         let seg = self.log.seg_of(lo);
         let mut cursor = self.log.seg_start(seg);
         let end = cursor + self.log.segment_bytes();
@@ -384,9 +388,17 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             if h.kind == ItemKind::Extent && overlaps(cursor, item_end) {
                 self.record_lost_extent(cursor, h.lun, h.lba, h.blocks)?;
             }
+            if h.kind == ItemKind::MapPage && overlaps(cursor, item_end) {
+                match self.dirty_live_page(&h) {
+                    Ok(true) => pages += 1,
+                    // Both copies gone: the reads of its blocks report that.
+                    Ok(false) | Err(IoError::Corrupt(_) | IoError::Device(_)) => {}
+                    Err(e) => return Err(e),
+                }
+            }
             cursor = item_end;
         }
-        Ok(())
+        Ok(pages)
     }
 
     /// After import: which member slots the root's rebuild cursor covers.

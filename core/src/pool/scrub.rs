@@ -44,16 +44,28 @@ pub(crate) struct Walk {
     pub repaired: u64,
     /// Blocks of extents and map pages that no reconstruction made check.
     pub lost: u64,
-    /// The log address the walk reached: items past it were not checked (a header that no
-    /// reconstruction makes valid stops the walk).
+    /// The log address the walk reached: items past it were not checked.
     pub reached: u64,
-    /// An item overlapping the range the caller watched did not check.
+    /// Where the first span the walk stepped over starts (an item whose header no
+    /// reconstruction makes valid: its length is unknown, and the walk went on at the next
+    /// header a read finds); the items in such spans were not checked.
+    pub skipped_from: Option<u64>,
+    /// An item overlapping the range the caller watched did not check, or the walk stepped
+    /// over a span overlapping it.
     pub lost_in_range: bool,
     /// An item overlapping the watched range checked only after a repair.
     pub healed_in_range: bool,
     /// The members the reads that made watched items check left out (the columns that were
     /// wrong there, as far as the items tell).
     pub rebuilt_in_range: DiskSet,
+}
+
+impl Walk {
+    /// The log address up to which every item was checked.
+    pub fn checked_to(&self) -> u64 {
+        self.skipped_from
+            .map_or(self.reached, |g| g.min(self.reached))
+    }
 }
 
 impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: usize, const S: usize>
@@ -155,7 +167,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             let reached = if let Some(r) = *walked {
                 r
             } else {
-                let r = self.scrub_items(seg, None)?.reached;
+                let r = self.scrub_items(seg, None)?.checked_to();
                 *walked = Some(r);
                 r
             };
@@ -378,8 +390,9 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
     }
 
     /// Reads every live item of a segment, which checks its CRC and heals it from redundancy.
-    /// Returns blocks repaired, blocks lost, and the log address the walk reached (items past
-    /// it were not checked: a header that no reconstruction makes valid stops the walk).
+    /// Returns blocks repaired, blocks lost, and how far the items were checked (see
+    /// [`Walk`]: a header that no reconstruction makes valid is stepped over to the next one
+    /// a read finds).
     /// `watch`: a log address range; the result says whether an item overlapping it was lost.
     pub(crate) fn scrub_items(
         &mut self,
@@ -399,6 +412,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             repaired: 0,
             lost: 0,
             reached: start,
+            skipped_from: None,
             lost_in_range: false,
             healed_in_range: false,
             rebuilt_in_range: DiskSet::EMPTY,
@@ -409,12 +423,20 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             let mut io = self.io()?;
             // A damaged header: reconstruct it without each member in turn (the item read then
             // finds and heals the bad column).
+            let overlaps = |a: u64, b: u64| watch.is_some_and(|(lo, hi)| a < hi && b > lo);
             let Some((h, off, rebuilt)) = io.find_header(cursor, (end - cursor) as usize, rule)
             else {
-                break;
+                // Its length is unknown: go on at the next header, so one lost item does not
+                // leave the rest of the segment unchecked (and unhealed).
+                let Some(next) = io.next_header(cursor, end, rule) else {
+                    break;
+                };
+                walk.skipped_from.get_or_insert(cursor);
+                walk.lost_in_range |= overlaps(cursor, next);
+                walk.reached = next;
+                continue;
             };
             rule = rule.after(h.seq);
-            let overlaps = |a: u64, b: u64| watch.is_some_and(|(lo, hi)| a < hi && b > lo);
             if h.kind == ItemKind::Pad && !rebuilt.is_empty() {
                 // No item read follows for a pad: heal its header here, or the next copy kept
                 // over the others (a mirror's first) could carry the damage to every member
@@ -423,6 +445,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
                     addr: cursor,
                     len: format::HEADER_BYTES as u32,
                     crc: 0,
+                    ditto: None,
                 };
                 io.heal(hdr, off, rebuilt);
                 walk.healed_in_range |= overlaps(cursor, cursor + format::HEADER_BYTES as u64);
@@ -432,6 +455,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
                     addr: cursor,
                     len: h.item_bytes() as u32,
                     crc: h.payload_crc,
+                    ditto: None,
                 };
                 let watched = overlaps(cursor, cursor + h.item_bytes() as u64);
                 match io.load_item_rebuilt(ptr, Expect::header(&h)) {
@@ -443,7 +467,13 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
                             ItemKind::Extent => {
                                 self.record_lost_extent(cursor, h.lun, h.lba, h.blocks)?
                             }
-                            ItemKind::MapPage => 1,
+                            // A live page is read through its other copy and written anew by
+                            // the next checkpoint; lost only if that copy is gone too.
+                            ItemKind::MapPage => match self.dirty_live_page(&h) {
+                                Ok(_) => 0,
+                                Err(IoError::Corrupt(_) | IoError::Device(_)) => 1,
+                                Err(e) => return Err(e),
+                            },
                             _ => 0,
                         };
                     }

@@ -18,12 +18,34 @@ use crate::format::{BlockPtr, ENTRY_BYTES, FANOUT, ItemHeader, ItemKind, MapEntr
 
 /// Where map pages live and what their changes cost.
 pub(crate) trait PageStore {
-    /// Reads the page `key` whose on-disk copy is `ptr` into `out` ([`PAGE_PAYLOAD`] bytes),
-    /// checked.
-    fn read_page(&mut self, key: PageKey, ptr: BlockPtr, out: &mut [u8]) -> Result<(), IoError>;
+    /// Reads the page `key` whose on-disk copies `ptr` names into `out` ([`PAGE_PAYLOAD`]
+    /// bytes), checked; true when a copy was lost (the page should be written anew).
+    fn read_page(&mut self, key: PageKey, ptr: BlockPtr, out: &mut [u8]) -> Result<bool, IoError>;
     /// Writes a new copy of a page (`hdr` names it; the store fills in the rest); returns
     /// where it went.
     fn write_page(&mut self, hdr: ItemHeader, payload: &[u8]) -> Result<BlockPtr, IoError>;
+    /// Whether a page and its ditto copy written together cost up to a stripe of padding
+    /// (strips too narrow for both side by side): evictions then write one copy, and the next
+    /// checkpoint writes the page anew with both, batched with its other pages.
+    fn pairs_cost_a_stripe(&self) -> bool {
+        false
+    }
+    /// One copy of a page: in a checkpoint's metadata region, the first (its pointer names the
+    /// ditto to come); outside one, the page's only copy until it is written again.
+    fn write_page_first(&mut self, hdr: ItemHeader, payload: &[u8]) -> Result<BlockPtr, IoError> {
+        self.write_page(hdr, payload)
+    }
+    /// The ditto copy of the page whose first copy is `first`, where `first` says it lies (in
+    /// a checkpoint's metadata region); returns the pointer naming both.
+    fn write_page_copy(
+        &mut self,
+        first: BlockPtr,
+        hdr: ItemHeader,
+        payload: &[u8],
+    ) -> Result<BlockPtr, IoError> {
+        let _ = (hdr, payload);
+        Ok(first)
+    }
     /// The bytes at `ptr` (an old page copy) are dead.
     fn release(&mut self, ptr: BlockPtr);
     /// `lun`'s block entry changed from `old` to `new` (space accounting).
@@ -73,6 +95,10 @@ pub(crate) struct PageMeta {
     pub lru: u64,
 }
 
+/// Pages an eviction may write with one copy before the next checkpoint gives them two
+/// ([`PageStore::pairs_cost_a_stripe`]); past it, evictions write both copies.
+pub(crate) const UNCOPIED: usize = 16;
+
 /// The map cache: `P` slots of [`PAGE_PAYLOAD`] bytes in the pages arena slice.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct MapCache<const P: usize> {
@@ -80,6 +106,10 @@ pub(crate) struct MapCache<const P: usize> {
     tick: u64,
     /// Pages written since the last checkpoint.
     pages_written: u64,
+    /// Pages evicted with one copy since the last checkpoint, which writes them anew with two.
+    uncopied: Vec<PageKey, UNCOPIED>,
+    /// A checkpoint is writing pages: evictions write both copies.
+    checkpointing: bool,
 }
 
 fn page(pages: &mut [u8], slot: usize) -> Result<&mut [u8], IoError> {
@@ -161,17 +191,19 @@ impl<const P: usize> MapCache<P> {
         ptr: BlockPtr,
     ) -> Result<usize, IoError> {
         let slot = self.alloc_slot(st, pages)?;
-        if ptr.is_none() {
+        // A page read through its ditto copy is written anew (both copies again).
+        let lost = if ptr.is_none() {
             page(pages, slot)?.fill(0);
+            false
         } else {
-            st.read_page(key, ptr, page(pages, slot)?)?;
-        }
+            st.read_page(key, ptr, page(pages, slot)?)?
+        };
         let lru = self.touch();
         if let Some(m) = self.cache.get_mut(slot) {
             *m = Some(PageMeta {
                 key,
                 ptr,
-                dirty: false,
+                dirty: lost,
                 children: 0,
                 lru,
             });
@@ -215,7 +247,19 @@ impl<const P: usize> MapCache<P> {
             .flatten()
             .ok_or(bug!(IoError))?;
         if m.dirty {
-            self.write_page(st, pages, slot)?;
+            let one_copy = st.pairs_cost_a_stripe()
+                && !self.checkpointing
+                && (self.uncopied.contains(&m.key) || !self.uncopied.is_full());
+            if one_copy {
+                let (hdr, payload) = page_item(m, pages, slot)?;
+                let ptr = st.write_page_first(hdr, payload)?;
+                self.written(st, pages, slot, ptr)?;
+                if !self.uncopied.contains(&m.key) {
+                    let _ = self.uncopied.push(m.key);
+                }
+            } else {
+                self.write_page(st, pages, slot)?;
+            }
         }
         if m.key.level < st.top(m.key.lun)? {
             let pk = m.key.parent();
@@ -238,29 +282,21 @@ impl<const P: usize> MapCache<P> {
         pages: &mut [u8],
         slot: usize,
     ) -> Result<(), IoError> {
-        let m = self
-            .cache
-            .get(slot)
-            .copied()
-            .flatten()
-            .ok_or(bug!(IoError))?;
-        let hdr = ItemHeader {
-            kind: ItemKind::MapPage,
-            flags: 0,
-            lun: m.key.lun,
-            lba: m.key.index,
-            blocks: u32::from(m.key.level),
-            stored_len: 0,
-            raw_len: PAGE_PAYLOAD as u32,
-            payload_crc: 0,
-            seq: 0,
-            pool: 0,
-            addr: 0,
-        };
-        let payload = pages
-            .get(slot * PAGE_PAYLOAD..(slot + 1) * PAGE_PAYLOAD)
-            .ok_or(bug!(IoError))?;
+        let (hdr, payload) = page_item(self.meta(slot)?, pages, slot)?;
         let ptr = st.write_page(hdr, payload)?;
+        self.written(st, pages, slot, ptr)
+    }
+
+    /// The cache's part of a page write: the old copy released, the slot clean, the parent
+    /// (or the LUN's root) pointing at `ptr`.
+    fn written(
+        &mut self,
+        st: &mut impl PageStore,
+        pages: &mut [u8],
+        slot: usize,
+        ptr: BlockPtr,
+    ) -> Result<(), IoError> {
+        let m = self.meta(slot)?;
         if !m.ptr.is_none() {
             st.release(m.ptr);
         }
@@ -282,11 +318,46 @@ impl<const P: usize> MapCache<P> {
         Ok(())
     }
 
+    fn meta(&self, slot: usize) -> Result<PageMeta, IoError> {
+        self.cache.get(slot).copied().flatten().ok_or(bug!(IoError))
+    }
+
     /// Writes every dirty page, leaves first, so parents pick up their children's new copies.
     pub(crate) fn write_dirty_pages(
         &mut self,
         st: &mut impl PageStore,
         pages: &mut [u8],
+    ) -> Result<(), IoError> {
+        self.checkpointing = true;
+        let r = self
+            .recopy(st, pages)
+            .and_then(|()| self.write_levels(st, pages));
+        self.checkpointing = false;
+        r
+    }
+
+    /// The first step of a checkpoint that writes its pages in a metadata region: every page
+    /// an eviction wrote with one copy is loaded and dirtied (see [`Self::recopy`]); then
+    /// [`Self::pages_to_write`] counts exactly what [`Self::write_firsts`] writes.
+    pub(crate) fn recopy_all(
+        &mut self,
+        st: &mut impl PageStore,
+        pages: &mut [u8],
+    ) -> Result<(), IoError> {
+        self.checkpointing = true;
+        let r = self.recopy(st, pages);
+        self.checkpointing = false;
+        r
+    }
+
+    /// Writes the first copy of every dirty page, leaves first ([`PageStore::write_page_first`]:
+    /// in a metadata region its pointer names its ditto, to come), recording the slots in the
+    /// order written for [`Self::write_copies`].
+    pub(crate) fn write_firsts(
+        &mut self,
+        st: &mut impl PageStore,
+        pages: &mut [u8],
+        order: &mut Vec<usize, P>,
     ) -> Result<(), IoError> {
         for level in 0..=u8::MAX {
             let mut any_left = false;
@@ -294,9 +365,66 @@ impl<const P: usize> MapCache<P> {
                 let Some(m) = self.cache.get(slot).copied().flatten() else {
                     continue;
                 };
-                if m.key.level > level {
-                    any_left = true;
+                any_left |= m.key.level > level;
+                if m.dirty && m.key.level == level {
+                    let (hdr, payload) = page_item(m, pages, slot)?;
+                    let ptr = st.write_page_first(hdr, payload)?;
+                    self.written(st, pages, slot, ptr)?;
+                    order.push(slot).map_err(|_| bug!(IoError))?;
                 }
+            }
+            if !any_left {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the ditto copies of the pages [`Self::write_firsts`] wrote, in its order.
+    pub(crate) fn write_copies(
+        &mut self,
+        st: &mut impl PageStore,
+        pages: &mut [u8],
+        order: &[usize],
+    ) -> Result<(), IoError> {
+        for &slot in order {
+            let m = self.meta(slot)?;
+            let (hdr, payload) = page_item(m, pages, slot)?;
+            st.write_page_copy(m.ptr, hdr, payload)?;
+        }
+        Ok(())
+    }
+
+    /// Loads and dirties every page an eviction wrote with one copy that still has only that
+    /// copy (not rewritten since, its LUN and place in the tree still there).
+    fn recopy(&mut self, st: &mut impl PageStore, pages: &mut [u8]) -> Result<(), IoError> {
+        while let Some(k) = self.uncopied.pop() {
+            let ptr = match self.page_ptr(st, pages, k.lun, k.level, k.index) {
+                Ok(p) => p,
+                Err(IoError::NoSuchLun) => None,
+                Err(e) => return Err(e),
+            };
+            if ptr.is_some_and(|p| p.ditto.is_none()) {
+                match self.load_page(st, pages, k) {
+                    Ok(slot) => self.mark_dirty(slot),
+                    // Its one copy is lost: reads under it report that.
+                    Err(IoError::Corrupt(_) | IoError::Device(_)) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes every dirty page, a level at a time from the leaves.
+    fn write_levels(&mut self, st: &mut impl PageStore, pages: &mut [u8]) -> Result<(), IoError> {
+        for level in 0..=u8::MAX {
+            let mut any_left = false;
+            for slot in 0..self.cache.len() {
+                let Some(m) = self.cache.get(slot).copied().flatten() else {
+                    continue;
+                };
+                any_left |= m.key.level > level;
                 if m.dirty && m.key.level == level {
                     self.write_page(st, pages, slot)?;
                 }
@@ -306,6 +434,22 @@ impl<const P: usize> MapCache<P> {
             }
         }
         Ok(())
+    }
+
+    /// The pages in `slots` were written with one copy (a checkpoint without room for its
+    /// metadata region): the next checkpoint writes them anew, as many as the list holds.
+    /// Returns how many it could not take.
+    pub(crate) fn note_uncopied(&mut self, slots: &[usize]) -> usize {
+        let mut over = 0;
+        for &slot in slots {
+            let Some(Some(m)) = self.cache.get(slot) else {
+                continue;
+            };
+            if !self.uncopied.contains(&m.key) && self.uncopied.push(m.key).is_err() {
+                over += 1;
+            }
+        }
+        over
     }
 
     /// The map entry of `lun`'s block `lba`.
@@ -813,14 +957,17 @@ impl<const P: usize> MapCache<P> {
         Ok(Some(e.ptr()).filter(|p| !p.is_none()))
     }
 
-    /// Marks dirty every cached page whose on-disk copy overlaps log addresses `lo..hi` (a copy
+    /// Marks dirty every cached page with an on-disk copy overlapping log addresses `lo..hi` (a copy
     /// that became unreadable: the next write puts the page elsewhere, from memory). Returns
     /// how many.
     pub(crate) fn dirty_copies_in(&mut self, lo: u64, hi: u64) -> usize {
         let mut n = 0;
         for m in self.cache.iter_mut().flatten() {
-            let end = m.ptr.addr + u64::from(m.ptr.len);
-            if !m.ptr.is_none() && m.ptr.addr < hi && end > lo {
+            let hit = m
+                .ptr
+                .copies()
+                .any(|c| !c.is_none() && c.addr < hi && c.addr + u64::from(c.len) > lo);
+            if hit {
                 m.dirty = true;
                 n += 1;
             }
@@ -837,7 +984,7 @@ impl<const P: usize> MapCache<P> {
 
     /// Pages a checkpoint would write now: every dirty page and every cached ancestor of one.
     pub(crate) fn pages_to_write(&self) -> usize {
-        let mut n = 0usize;
+        let mut n = self.uncopied.len();
         for m in self.cache.iter().flatten() {
             // A page is written if it or any cached descendant is dirty.
             let k = m.key;
@@ -864,4 +1011,25 @@ impl<const P: usize> MapCache<P> {
     pub(crate) fn reset_pages_written(&mut self) {
         self.pages_written = 0;
     }
+}
+
+/// The header and payload of the page cached in `slot` (described by `m`), for a write.
+fn page_item(m: PageMeta, pages: &[u8], slot: usize) -> Result<(ItemHeader, &[u8]), IoError> {
+    let hdr = ItemHeader {
+        kind: ItemKind::MapPage,
+        flags: 0,
+        lun: m.key.lun,
+        lba: m.key.index,
+        blocks: u32::from(m.key.level),
+        stored_len: 0,
+        raw_len: PAGE_PAYLOAD as u32,
+        payload_crc: 0,
+        seq: 0,
+        pool: 0,
+        addr: 0,
+    };
+    let payload = pages
+        .get(slot * PAGE_PAYLOAD..(slot + 1) * PAGE_PAYLOAD)
+        .ok_or(bug!(IoError))?;
+    Ok((hdr, payload))
 }

@@ -142,6 +142,7 @@ pub(crate) fn entry_of(tag: u32) -> MapEntry {
         compressed: tag & 0x100 != 0,
         crc: tag.wrapping_mul(0x2c1b_3c6d),
         block_crc: tag & 0x300 == 0x200,
+        ditto: None,
         valid: true,
     }
 }
@@ -313,7 +314,7 @@ impl View<'_> {
 }
 
 impl PageStore for View<'_> {
-    fn read_page(&mut self, key: PageKey, ptr: BlockPtr, out: &mut [u8]) -> Result<(), IoError> {
+    fn read_page(&mut self, key: PageKey, ptr: BlockPtr, out: &mut [u8]) -> Result<bool, IoError> {
         let k = key_of(key);
         let newest = self.s.newest.get(&k) == Some(&ptr);
         let page = self
@@ -324,7 +325,7 @@ impl PageStore for View<'_> {
         match page {
             Some(p) if newest && out.len() == p.payload.len() => {
                 out.copy_from_slice(&p.payload);
-                Ok(())
+                Ok(false)
             }
             _ => {
                 self.s.violation(format!(
@@ -351,6 +352,7 @@ impl PageStore for View<'_> {
             addr,
             len: PAGE_ITEM,
             crc,
+            ditto: None,
         };
         let page = StoredPage {
             key: k,

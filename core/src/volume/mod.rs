@@ -59,10 +59,10 @@ struct LogPages<'x, 'a, D, const N: usize, const L: usize> {
 }
 
 impl<D: BlockDevice, const N: usize, const L: usize> PageStore for LogPages<'_, '_, D, N, L> {
-    fn read_page(&mut self, key: PageKey, ptr: BlockPtr, out: &mut [u8]) -> Result<(), IoError> {
-        let (h, off) = self
+    fn read_page(&mut self, key: PageKey, ptr: BlockPtr, out: &mut [u8]) -> Result<bool, IoError> {
+        let (h, off, lost) = self
             .io
-            .load_item(ptr, Expect::page(key.lun, key.level, key.index))?;
+            .load_item_copies(ptr, Expect::page(key.lun, key.level, key.index))?;
         if h.stored_len as usize != PAGE_PAYLOAD {
             return Err(IoError::Corrupt(crate::format::FormatError::Bounds));
         }
@@ -72,18 +72,50 @@ impl<D: BlockDevice, const N: usize, const L: usize> PageStore for LogPages<'_, 
             .get(off..off + PAGE_PAYLOAD)
             .ok_or(bug!(IoError))?;
         out.copy_from_slice(src);
-        Ok(())
+        Ok(lost)
     }
 
     fn write_page(&mut self, hdr: ItemHeader, payload: &[u8]) -> Result<BlockPtr, IoError> {
-        let ptr = self.io.append(hdr, payload, true)?;
+        let ptr = if self.io.log.ditto {
+            self.io.append_ditto(hdr, payload, true)?
+        } else {
+            self.io.append(hdr, payload, true)?
+        };
+        let copies = 1 + u64::from(ptr.ditto.is_some());
+        self.io.counters.metadata_log_bytes += copies * u64::from(ptr.len);
+        Ok(ptr)
+    }
+
+    fn pairs_cost_a_stripe(&self) -> bool {
+        if !self.io.log.ditto {
+            return false;
+        }
+        let geo = self.io.array.geometry();
+        crate::log::ditto_gap_max(geo, HEADER_BYTES + PAGE_PAYLOAD) >= geo.stripe_data_bytes()
+    }
+
+    fn write_page_first(&mut self, hdr: ItemHeader, payload: &[u8]) -> Result<BlockPtr, IoError> {
+        let ptr = self.io.append_first(hdr, payload, true)?;
         self.io.counters.metadata_log_bytes += u64::from(ptr.len);
         Ok(ptr)
     }
 
+    fn write_page_copy(
+        &mut self,
+        first: BlockPtr,
+        hdr: ItemHeader,
+        payload: &[u8],
+    ) -> Result<BlockPtr, IoError> {
+        self.io.counters.metadata_log_bytes += u64::from(first.len);
+        self.io.append_copy_at(first, hdr, payload)?;
+        Ok(first)
+    }
+
     fn release(&mut self, ptr: BlockPtr) {
-        let seg = self.io.log.seg_of(ptr.addr);
-        self.io.segs().account(seg, ptr.len, false);
+        for c in ptr.copies() {
+            let seg = self.io.log.seg_of(c.addr);
+            self.io.segs().account(seg, c.len, false);
+        }
     }
 
     fn entry_changed(&mut self, lun: u16, old: MapEntry, new: MapEntry) -> Result<(), IoError> {
@@ -188,10 +220,30 @@ impl<'a, D: BlockDevice, const N: usize, const L: usize, const P: usize> Volume<
         map.resize(&mut st, pages, lun, blocks, top)
     }
 
-    /// Writes every dirty map page, leaves first.
-    pub fn write_dirty_pages(&mut self) -> Result<(), IoError> {
+    /// See [`MapCache::recopy_all`].
+    pub fn recopy(&mut self) -> Result<(), IoError> {
         let (map, mut st, pages) = self.parts();
-        map.write_dirty_pages(&mut st, pages)
+        map.recopy_all(&mut st, pages)
+    }
+
+    /// See [`MapCache::write_firsts`].
+    pub fn write_page_firsts(
+        &mut self,
+        order: &mut heapless::Vec<usize, P>,
+    ) -> Result<(), IoError> {
+        let (map, mut st, pages) = self.parts();
+        map.write_firsts(&mut st, pages, order)
+    }
+
+    /// See [`MapCache::note_uncopied`].
+    pub fn note_uncopied(&mut self, slots: &[usize]) -> usize {
+        self.map.note_uncopied(slots)
+    }
+
+    /// See [`MapCache::write_copies`].
+    pub fn write_page_copies(&mut self, order: &[usize]) -> Result<(), IoError> {
+        let (map, mut st, pages) = self.parts();
+        map.write_copies(&mut st, pages, order)
     }
 
     /// The on-disk pointer of map page `(lun, level, index)`, if it exists.
@@ -205,8 +257,8 @@ impl<'a, D: BlockDevice, const N: usize, const L: usize, const P: usize> Volume<
         map.page_ptr(&mut st, pages, lun, level, index)
     }
 
-    /// Cached map pages whose on-disk copy lies in log addresses `lo..hi` are marked dirty,
-    /// so that the next checkpoint writes them anew from memory (their copy there is lost).
+    /// Cached map pages with an on-disk copy in log addresses `lo..hi` are marked dirty, so
+    /// that the next checkpoint writes them anew from memory (their copy there is lost).
     /// Returns how many.
     pub fn rewrite_pages_in(&mut self, lo: u64, hi: u64) -> usize {
         self.map.dirty_copies_in(lo, hi)
@@ -328,6 +380,7 @@ impl<'a, D: BlockDevice, const N: usize, const L: usize, const P: usize> Volume<
                 compressed: !raw,
                 crc: if raw { crc32c(block) } else { ptr.crc },
                 block_crc: raw,
+                ditto: None,
                 valid: true,
             };
             self.map_set(lun, lba + i as u64, e)?;

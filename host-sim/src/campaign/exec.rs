@@ -488,9 +488,10 @@ impl Sim {
                     }
                 }
             }
+            let bad = self.pool().bad_ranges().to_vec();
             eprintln!(
                 "[{}] {step}   damaged {d:?} silent {:?} armed {:?} tainted {:?} dev_failed {:?} \
-                 states {states:?} rebuild {:?} scrub {:?}",
+                 states {states:?} rebuild {:?} scrub {:?} bad {bad:?}",
                 self.step,
                 self.silent.keys().collect::<Vec<_>>(),
                 self.armed.keys().collect::<Vec<_>>(),

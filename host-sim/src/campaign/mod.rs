@@ -325,6 +325,8 @@ pub struct SeedStats {
     pub over_import_refused: u64,
     /// Local faults past one row's tolerance injected ([`Step::Local`]).
     pub local_faults: u64,
+    /// Of those, faults whose row held a copy of a map page or table.
+    pub local_metadata: u64,
     /// Blocks those faults destroyed, as the model works it out.
     pub local_lost_blocks: u64,
     /// Reads of such blocks that failed with an error (the rest read correct from RAM).
@@ -363,6 +365,7 @@ impl SeedStats {
         self.over_reads_ok += o.over_reads_ok;
         self.over_import_refused += o.over_import_refused;
         self.local_faults += o.local_faults;
+        self.local_metadata += o.local_metadata;
         self.local_lost_blocks += o.local_lost_blocks;
         self.local_read_errors += o.local_read_errors;
     }
@@ -722,11 +725,23 @@ impl Summary {
         );
         let _ = writeln!(
             s,
-            "  local faults past a row's tolerance (exact-loss oracle): {} in {} seeds; {} blocks \
-             lost as the model works it out, {} reads of them refused with an error, every \
-             other block read exactly",
-            t.local_faults, self.local_fault_seeds, t.local_lost_blocks, t.local_read_errors
+            "  local faults past a row's tolerance (exact-loss oracle): {} in {} seeds ({} on a \
+             copy of a map page or table); {} blocks lost as the model works it out, {} reads \
+             of them refused with an error, every other block read exactly",
+            t.local_faults,
+            self.local_fault_seeds,
+            t.local_metadata,
+            t.local_lost_blocks,
+            t.local_read_errors
         );
+        self.render_failures(&mut s);
+        s
+    }
+
+    /// The failures part of [`Self::render`]: each seed, its step, shape, replay command and
+    /// shrunk history.
+    fn render_failures(&self, s: &mut String) {
+        use std::fmt::Write as _;
         for f in &self.failures {
             let _ = writeln!(s, "FAIL seed {}: {}", f.seed, f.failure);
             if let Some(step) = &f.step {
@@ -745,7 +760,6 @@ impl Summary {
                 }
             }
         }
-        s
     }
 }
 

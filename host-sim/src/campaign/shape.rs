@@ -41,6 +41,8 @@ pub struct Shape {
     pub compression: bool,
     /// Largest compressed extent in 4 KiB blocks (the unit extents are compressed in).
     pub compress_unit_blocks: u8,
+    /// Copies of each metadata item (1, or 2 with ditto copies).
+    pub metadata_copies: u8,
     /// Intent-log slots per member.
     pub zil_slots: u32,
     /// Smallest segment, in stripes.
@@ -76,6 +78,7 @@ impl Shape {
             max_extent_blocks: self.max_extent_blocks,
             compression: self.compression,
             compress_unit_blocks: self.compress_unit_blocks,
+            metadata_copies: self.metadata_copies,
             zil_slots: self.zil_slots,
             segment_stripes: self.segment_stripes,
             max_segments: MAX_SEGMENTS,
@@ -138,6 +141,7 @@ impl Shape {
             max_extent_blocks,
             compression,
             compress_unit_blocks: unit_of(seed, max_extent_blocks),
+            metadata_copies: copies_of(seed),
             zil_slots,
             segment_stripes,
             reserved_segments,
@@ -193,6 +197,12 @@ impl Shape {
         } else {
             format!(" unit={}", self.compress_unit_blocks)
         };
+        let copies = if self.metadata_copies > 1 {
+            format!(" copies={}", self.metadata_copies)
+        } else {
+            String::new()
+        };
+        let unit = unit + &copies;
         format!(
             "shape seed={} level={} disks={} spares={} block={} disk_blocks={} strip={} extent={} \
              compress={}{unit} zil={} seg_stripes={} reserved={} cleaner={} step={} idle={} \
@@ -254,6 +264,7 @@ impl Shape {
                 .get("unit")
                 .map_or(Ok(u64::from(extent)), |_| get("unit"))?
                 as u8,
+            metadata_copies: kv.get("copies").map_or(Ok(1), |_| get("copies"))? as u8,
             zil_slots: get("zil")? as u32,
             segment_stripes: get("seg_stripes")? as u32,
             reserved_segments: get("reserved")? as u8,
@@ -262,6 +273,16 @@ impl Shape {
             idle_close: get("idle")?,
             cache_bytes: get("cache")?,
         })
+    }
+}
+
+/// Metadata copies of seed `seed`'s pool: two (ditto copies) in half the seeds, worked out
+/// from the seed as [`unit_of`] is.
+fn copies_of(seed: u64) -> u8 {
+    if seed.wrapping_mul(0xd6e8_feb8_6659_fd93) >> 63 == 1 {
+        2
+    } else {
+        1
     }
 }
 
@@ -297,6 +318,15 @@ mod tests {
             ..s
         };
         assert!(halved.to_line().contains(" unit=4 "));
+        let dittos = Shape {
+            metadata_copies: 2,
+            ..halved
+        };
+        assert!(dittos.to_line().contains(" unit=4 copies=2 "));
+        assert_eq!(Shape::parse(&dittos.to_line()).unwrap(), dittos);
+        assert_eq!(s.metadata_copies, 1, "a line without copies= has one");
+        let copies: Vec<u8> = (0..64).map(copies_of).collect();
+        assert!(copies.contains(&1) && copies.contains(&2));
         assert_eq!(Shape::parse(&halved.to_line()).unwrap(), halved);
         let units: Vec<u8> = (0..64).map(|seed| unit_of(seed, 8)).collect();
         assert!(units.contains(&2) && units.contains(&4) && units.contains(&8));

@@ -52,6 +52,8 @@ regressions! {
     departed_disk_label_seed_1001734,
     departed_disk_label_seed_1002481,
     departed_disk_label_seed_103179,
+    ditto_log_full_seed_22546,
+    ditto_raid0_import_seed_24218,
     failed_delete_seed_8448,
     flush_mark_durable_seed_1003122,
     flush_mark_durable_seed_107230,
@@ -94,6 +96,7 @@ regressions! {
     rebuild_end_flush_seed_6007,
     rebuild_stale_column_seed_695,
     rebuild_target_failed_seed_3001164,
+    reopen_at_segment_end_seed_60698,
     resurrected_item_seed_5262,
     resync_first_seq_seed_7848886,
     resync_patched_read_seed_108816,
@@ -145,8 +148,10 @@ regressions! {
     torn_stripe_crc_seed_10007915,
     torn_stripe_crc_seed_7103141,
     two_lost_columns_seed_710,
+    walk_past_lost_header_seed_49370,
     write_hole_seed_102,
     zil_flush_not_durable_seed_216,
+    zil_header_past_short_item_seed_43876,
     zil_patch_latent_error_seed_10001711,
 }
 

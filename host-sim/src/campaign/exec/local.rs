@@ -6,9 +6,11 @@
 //! block of an uncompressed extent is checked alone against the CRC its map entry holds, so it
 //! is lost when a byte of its own 4 KiB lies in a member block row that no reconstruction
 //! recovers; a compressed extent (header and payload) is checked and decoded whole, so each of
-//! its blocks is lost when any byte of the item lies in such a row. A row is
-//! unrecoverable in the data strips it hit when more of its columns are unreadable than the
-//! level has redundancy (every copy, on mirrors). Blocks still in RAM (an open extent, the
+//! its blocks is lost when any byte of the item lies in such a row. Map pages and tables in
+//! the row lose nothing where the pool keeps ditto copies of them (in other rows); rows that
+//! hold metadata without them (or after the pool fell back to a single copy) are not chosen.
+//! A row is unrecoverable in the data strips it hit when more of its columns are unreadable
+//! than the level has redundancy (every copy, on mirrors). Blocks still in RAM (an open extent, the
 //! open log stripe, the decoded-extent cache) may still read correct: the model allows either.
 
 use raidcore::format::ItemKind;
@@ -30,6 +32,8 @@ struct Aim {
     member_lba: u64,
     /// Log byte ranges no reconstruction recovers.
     lost: Vec<(u64, u64)>,
+    /// A copy of a map page or table lies in them.
+    metadata: bool,
 }
 
 impl Sim {
@@ -108,6 +112,7 @@ impl Sim {
         self.local = Some(at);
         self.fault(if degraded { "local_degraded" } else { "local" });
         self.stats.local_faults += 1;
+        self.stats.local_metadata += u64::from(aim.metadata);
         self.stats.local_lost_blocks += marked;
         if let Some(sc) = self.scrub.as_mut() {
             sc.1 = false;
@@ -146,11 +151,15 @@ impl Sim {
     }
 
     /// Where a local fault strikes: under the extent of the `pick`-th placed block (or the
-    /// next ones), at byte `row` of its item, in a row whose lost ranges hold extents only
-    /// (a map page, table or checkpoint there is metadata, whose loss the model does not
-    /// work out). `None` when eight candidates all meet metadata.
+    /// next ones), at byte `row` of its item. Map pages and tables in the row lose nothing
+    /// where the pool keeps ditto copies (in other rows); without them, or once the pool has
+    /// written a single copy for want of room, such rows are not chosen. `None` when eight candidates all meet those or lie where a walk of the
+    /// segment's items does not reach.
     fn aim_local(&mut self, placed: &[Placed], pick: u32, row: u32) -> Option<Aim> {
         let geo = *self.pool().array().geometry();
+        // Every metadata item has a ditto copy only if no checkpoint ever fell back to one.
+        let ditto = self.shape.metadata_copies > 1
+            && self.pool().stats().counters.metadata_single_copies == 0;
         for k in 0..8 {
             let (_, target) = *placed.get((pick as usize + k * 7919) % placed.len().max(1))?;
             let a = target.addr() + u64::from(row) % target.item_bytes() as u64;
@@ -158,8 +167,8 @@ impl Sim {
             let bb = geo.block_bytes();
             let hit = hit_set(&geo, stripe, strip, pick);
             let lost = lost_ranges(&geo, stripe, strip, off / bb * bb, &hit);
-            let mut metadata = false;
             let trace = self.trace;
+            let mut metadata = false;
             let walked = self.pool().walk_items(a, |addr, len, kind| {
                 let hi = addr + u64::from(len);
                 if lost.iter().any(|&(lo, h)| addr < h && lo < hi) {
@@ -169,14 +178,16 @@ impl Sim {
                     metadata |= !matches!(kind, ItemKind::Extent | ItemKind::Pad);
                 }
             });
-            // Items past where the walk stopped are unknown.
+            // Items past where the walk stopped are unknown; metadata without a ditto copy is
+            // lost with the row, which the model does not work out.
             let seen = lost.iter().all(|&(_, h)| walked.is_ok_and(|r| r >= h));
-            if seen && !metadata {
+            if seen && (!metadata || ditto) {
                 let member_lba = geo.stripe_lba(stripe) + (off / bb) as u64;
                 return Some(Aim {
                     hit,
                     member_lba,
                     lost,
+                    metadata,
                 });
             }
         }
