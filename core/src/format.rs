@@ -407,6 +407,8 @@ pub struct BlockPtr {
 mod ditto_addr {
     use serde::{Deserialize, Deserializer, Serializer};
 
+    // serde's `with` hands the field over by reference.
+    #[allow(clippy::ref_option)]
     pub(super) fn serialize<S: Serializer>(d: &Option<u64>, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_u64(d.unwrap_or(0))
     }
@@ -466,7 +468,7 @@ const DITTO_UNITS: u64 = 1 << 44;
 /// item's whole payload. An all-zero entry is unmapped.
 ///
 /// An index entry whose child page has a ditto copy sets bit 28 instead: its payload length is
-/// then a page's ([`PAGE_PAYLOAD`]), and the ditto's address in 64-byte units takes bytes
+/// then a page's (4 KiB less its header), and the ditto's address in 64-byte units takes bytes
 /// `[6..8]` (its low 16 bits) and bits 0..28 of `[8..12]` (the next 28).
 ///
 /// A block CRC lets a read of one block of an uncompressed extent read and check that block
@@ -490,7 +492,7 @@ pub struct MapEntry {
     pub crc: u32,
     /// `crc` covers this entry's own block (uncompressed extents), not the whole payload.
     pub block_crc: bool,
-    /// Index entries: the log address of the child page's ditto copy ([`BlockPtr::ditto`]).
+    /// Index entries: the log address of the child page's ditto copy (`BlockPtr::ditto`).
     pub ditto: Option<u64>,
     /// The entry maps something.
     pub valid: bool,
@@ -839,7 +841,7 @@ pub struct Counters {
     pub repair_bytes: u64,
     /// Checkpoints written.
     pub checkpoints: u64,
-    /// Metadata items written with one copy, not two ([`BlockPtr::ditto`]): the log had no
+    /// Metadata items written with one copy, not two (`BlockPtr::ditto`): the log had no
     /// room left for both (a nearly full pool); the page or table gets two again when next
     /// written.
     pub metadata_single_copies: u64,

@@ -85,7 +85,7 @@ pub struct PoolConfig {
     /// policy: not recorded on disk, any reader reads any size.
     pub compress_unit_blocks: u8,
     /// Copies of each metadata item (map page, table) written: 1, or 2 for a ditto copy placed
-    /// so that no member block row holds both ([`format::BlockPtr::ditto`]), so that one
+    /// so that no member block row holds both (`BlockPtr::ditto`), so that one
     /// latent sector error on a degraded stripe cannot lose the map. Not yet the default: on a
     /// nearly full pool the second copies make the cleaner churn, and a forced import can then
     /// load a checkpoint whose tables survive in a copy while map pages under it do not (see
