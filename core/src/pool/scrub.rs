@@ -158,7 +158,8 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         // only data columns that hold items, so a bad block in a parity or padding column used
         // to stay until a rebuild met it with one redundancy fewer. Rewrite the strip from the
         // other members, but only from checked data: first the item walk (checksums heal the
-        // data columns), then, on mirrors, only when the readable copies agree.
+        // data columns), then, on mirrors, only when the readable copies agree (where they
+        // disagree, the check below keeps the copy the walk checked and rewrites the rest).
         let mut fixed = 0;
         if !self.unreadable_in_sync(s, rep.unreadable).is_empty() {
             let sdb = self.log.sdb() as u64;
@@ -173,11 +174,13 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             };
             rep = self.verify(s)?;
             let unreadable = self.unreadable_in_sync(s, rep.unreadable);
-            if !unreadable.is_empty() {
-                let mirror = matches!(geo.level(), Level::Raid1 | Level::Raid10);
-                if reached < stripe_end || (mirror && !rep.consistent()) {
-                    return Ok((0, blocks));
-                }
+            let mirror = matches!(geo.level(), Level::Raid1 | Level::Raid10);
+            if !unreadable.is_empty() && reached < stripe_end {
+                return Ok((0, blocks));
+            }
+            // Mirror copies that disagree (a torn write): the item walk's check below keeps
+            // the copy reads take and rewrites every other one, the unreadable ones too.
+            if !unreadable.is_empty() && !(mirror && !rep.consistent()) {
                 let res = self
                     .counted(|a, scratch| a.repair_unreadable(s, unreadable, scratch).map(|_| ()));
                 match res {
