@@ -174,13 +174,14 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             };
             rep = self.verify(s)?;
             let unreadable = self.unreadable_in_sync(s, rep.unreadable);
-            let mirror = matches!(geo.level(), Level::Raid1 | Level::Raid10);
             if !unreadable.is_empty() && reached < stripe_end {
                 return Ok((0, blocks));
             }
             // Mirror copies that disagree (a torn write): the item walk's check below keeps
             // the copy reads take and rewrites every other one, the unreadable ones too.
-            if !unreadable.is_empty() && !(mirror && !rep.consistent()) {
+            let mirror = matches!(geo.level(), Level::Raid1 | Level::Raid10);
+            let torn_mirror = mirror && !rep.consistent();
+            if !unreadable.is_empty() && !torn_mirror {
                 let res = self
                     .counted(|a, scratch| a.repair_unreadable(s, unreadable, scratch).map(|_| ()));
                 match res {
