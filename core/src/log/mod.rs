@@ -156,6 +156,12 @@ impl Log {
     pub const fn segments(&self) -> u32 {
         self.layout.segments
     }
+    /// The segment usage table as a log item: its payload bytes (an entry per segment) and
+    /// the item's bytes (header and rounding).
+    pub const fn segment_table_item(&self) -> (usize, usize) {
+        let len = self.layout.segments as usize * crate::format::SEG_ENTRY_BYTES;
+        (len, crate::format::round_up(HEADER_BYTES + len, ITEM_ALIGN))
+    }
     /// Stripes of one segment.
     pub const fn segment_stripes(&self) -> u32 {
         self.layout.segment_stripes
@@ -592,24 +598,16 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
     ) -> Result<BlockPtr, IoError> {
         let bytes = crate::format::round_up(HEADER_BYTES + payload.len(), ITEM_ALIGN) as u64;
         let span = (first.addr, first.addr + u64::from(first.len));
-        let mut placed = None;
-        for _ in 0..3 {
-            let geo = *self.array.geometry();
-            let gap = copy_gap(&geo, span, self.log.head(), bytes);
-            self.apply_mark_used();
-            if gap + bytes <= self.log.segment_room() {
-                placed = Some(gap);
-                break;
+        let gap = match self.fit(|geo, head| {
+            let gap = copy_gap(geo, span, head, bytes);
+            (gap, gap + bytes)
+        }) {
+            Ok(gap) => gap,
+            Err(IoError::LogFull) => {
+                self.counters.metadata_single_copies += 1;
+                return Ok(first);
             }
-            match self.ensure_room(usize::try_from(gap + bytes).map_err(|_| IoError::LogFull)?) {
-                Ok(()) => {}
-                Err(IoError::LogFull) => break,
-                Err(e) => return Err(e),
-            }
-        }
-        let Some(gap) = placed else {
-            self.counters.metadata_single_copies += 1;
-            return Ok(first);
+            Err(e) => return Err(e),
         };
         if gap > 0 {
             self.pad(gap as usize)?;
@@ -657,10 +655,24 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
         live: bool,
     ) -> Result<BlockPtr, IoError> {
         let ptr = self.append(hdr, payload, live)?;
-        Ok(BlockPtr {
+        Ok(self.naming_region_copy(ptr))
+    }
+
+    /// `ptr` (a first copy) naming its ditto copy in the open region, if one is open.
+    fn naming_region_copy(&self, ptr: BlockPtr) -> BlockPtr {
+        BlockPtr {
             ditto: self.log.region.map(|(_, shift)| ptr.addr + shift),
             ..ptr
-        })
+        }
+    }
+
+    /// Whether the head is where `first` says its ditto copy lies (else a bug).
+    fn at_copy_of(&self, first: BlockPtr) -> Result<(), IoError> {
+        if first.ditto == Some(self.log.head()) {
+            Ok(())
+        } else {
+            Err(bug!(IoError))
+        }
     }
 
     /// Appends the ditto copy of `first` (written with `hdr` and `payload`) where its pointer
@@ -671,9 +683,7 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
         hdr: ItemHeader,
         payload: &[u8],
     ) -> Result<(), IoError> {
-        if first.ditto != Some(self.log.head()) {
-            return Err(bug!(IoError));
-        }
+        self.at_copy_of(first)?;
         self.append(hdr, payload, false).map(|_| ())
     }
 
@@ -698,39 +708,42 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
     /// copies to come counted live in the region's segment first (so the table it encodes
     /// holds them). Returns its pointer (naming its ditto).
     pub fn segment_table_first(&mut self, copies: u64) -> Result<BlockPtr, IoError> {
-        let len = self.log.layout.segments as usize * crate::format::SEG_ENTRY_BYTES;
-        let bytes = crate::format::round_up(HEADER_BYTES + len, ITEM_ALIGN);
+        let (len, bytes) = self.log.segment_table_item();
         let seg = self.log.seg_of(self.log.head());
         let live = u32::try_from(copies + bytes as u64).map_err(|_| bug!(IoError))?;
         self.segs().account(seg, live, true);
         let ptr = self.put_segment_table(len, bytes)?;
-        Ok(BlockPtr {
-            ditto: self.log.region.map(|(_, shift)| ptr.addr + shift),
-            ..ptr
-        })
+        Ok(self.naming_region_copy(ptr))
     }
 
     /// The segment usage table's ditto copy, at the head, where `first` says it lies.
     pub fn segment_table_copy(&mut self, first: BlockPtr) -> Result<(), IoError> {
-        if first.ditto != Some(self.log.head()) {
-            return Err(bug!(IoError));
-        }
-        let len = self.log.layout.segments as usize * crate::format::SEG_ENTRY_BYTES;
-        let bytes = crate::format::round_up(HEADER_BYTES + len, ITEM_ALIGN);
+        self.at_copy_of(first)?;
+        let (len, bytes) = self.log.segment_table_item();
         self.put_segment_table(len, bytes).map(|_| ())
     }
 
     /// Moves the head to where an item of `bytes` and its ditto copy fit in one segment (to
     /// the next reserved segment if the current one is too short); returns the gap between
     /// the copies there.
-    fn place_ditto(&mut self, bytes: usize) -> Result<usize, IoError> {
+    fn place_ditto(&mut self, bytes: usize) -> Result<u64, IoError> {
+        let bytes = bytes as u64;
+        self.fit(|geo, head| {
+            let gap = ditto_gap(geo, head, bytes);
+            (gap, 2 * bytes + gap)
+        })
+    }
+
+    /// Moves the head until `need(geometry, head)` — a gap and the bytes that must fit in one
+    /// segment from the head — fits in the current segment (at most to the segment after the
+    /// next); returns the gap there. [`IoError::LogFull`] when the window has no room.
+    fn fit(&mut self, need: impl Fn(&Geometry, u64) -> (u64, u64)) -> Result<u64, IoError> {
         for _ in 0..3 {
             let geo = *self.array.geometry();
-            let gap = ditto_gap(&geo, self.log.head(), bytes as u64);
-            let total = 2 * bytes as u64 + gap;
+            let (gap, total) = need(&geo, self.log.head());
             self.apply_mark_used();
             if total <= self.log.segment_room() {
-                return Ok(gap as usize);
+                return Ok(gap);
             }
             self.ensure_room(usize::try_from(total).map_err(|_| IoError::LogFull)?)?;
         }
@@ -741,8 +754,7 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
     /// checkpoint without room for its metadata region); its own bytes are counted before it
     /// is encoded.
     pub fn append_segment_table(&mut self) -> Result<BlockPtr, IoError> {
-        let len = self.log.layout.segments as usize * crate::format::SEG_ENTRY_BYTES;
-        let bytes = crate::format::round_up(HEADER_BYTES + len, ITEM_ALIGN);
+        let (len, bytes) = self.log.segment_table_item();
         self.ensure_room(bytes)?;
         let seg = self.log.seg_of(self.log.head());
         self.segs().account(seg, bytes as u32, true);

@@ -144,7 +144,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         let pages = self.map.pages_to_write() as u64 * (HEADER_BYTES + PAGE_PAYLOAD) as u64;
         let lun = slot(self.encode_luns()? + root_growth);
         let bad = slot(self.encode_bad()?);
-        let sut = slot(self.log.segments() as usize * format::SEG_ENTRY_BYTES);
+        let sut = self.log.segment_table_item().1 as u64;
         let Some(shift) = self.io()?.begin_region(pages + lun + bad + sut) else {
             return Ok(None);
         };
@@ -168,10 +168,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         let bad_ptr = self.table_first(ItemKind::BadList, plan.bad)?;
         let copies = plan.pages + u64::from(lun_ptr.len) + u64::from(bad_ptr.len);
         let mut io = self.io()?;
-        let sut_len = format::round_up(
-            HEADER_BYTES + io.log.segments() as usize * format::SEG_ENTRY_BYTES,
-            format::ITEM_ALIGN,
-        ) as u64;
+        let sut_len = io.log.segment_table_item().1 as u64;
         let sut_ptr = io.segment_table_first(copies + sut_len)?;
         io.pad_to(start + plan.shift)?;
         self.vol()?.write_page_copies(&order)?;
@@ -356,10 +353,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         let pages = self.map.pages_to_write();
         let tables = format::round_up(64 + 16 + self.luns.slots() * 72, format::ITEM_ALIGN)
             + format::round_up(64 + 16 + self.luns.bad().len() * 16, format::ITEM_ALIGN)
-            + format::round_up(
-                64 + self.log.segments() as usize * format::SEG_ENTRY_BYTES,
-                format::ITEM_ALIGN,
-            );
+            + self.log.segment_table_item().1;
         let once = pages * 4096 + tables;
         if self.log.ditto {
             2 * once + self.array.geometry().stripe_data_bytes()
@@ -476,7 +470,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             .get(off2..off2 + h2.stored_len as usize)
             .ok_or(bug!(IoError))?;
         let bad = format::decode_bad_list(body2).map_err(IoError::Corrupt)?;
-        let len = io.log.segments() as usize * format::SEG_ENTRY_BYTES;
+        let len = io.log.segment_table_item().0;
         let (h3, off3, _) =
             io.load_item_copies(root.segments, Expect::table(ItemKind::SegmentTable))?;
         if h3.stored_len as usize != len {

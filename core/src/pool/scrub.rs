@@ -425,9 +425,9 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         while walk.reached < end {
             let cursor = walk.reached;
             let mut io = self.io()?;
+            let overlaps = |a: u64, b: u64| watch.is_some_and(|(lo, hi)| a < hi && b > lo);
             // A damaged header: reconstruct it without each member in turn (the item read then
             // finds and heals the bad column).
-            let overlaps = |a: u64, b: u64| watch.is_some_and(|(lo, hi)| a < hi && b > lo);
             let Some((h, off, rebuilt)) = io.find_header(cursor, (end - cursor) as usize, rule)
             else {
                 // Its length is unknown: go on at the next header, so one lost item does not

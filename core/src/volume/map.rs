@@ -36,15 +36,16 @@ pub(crate) trait PageStore {
         self.write_page(hdr, payload)
     }
     /// The ditto copy of the page whose first copy is `first`, where `first` says it lies (in
-    /// a checkpoint's metadata region); returns the pointer naming both.
+    /// a checkpoint's metadata region; `first` already names it). A store without copies
+    /// writes nothing.
     fn write_page_copy(
         &mut self,
         first: BlockPtr,
         hdr: ItemHeader,
         payload: &[u8],
-    ) -> Result<BlockPtr, IoError> {
-        let _ = (hdr, payload);
-        Ok(first)
+    ) -> Result<(), IoError> {
+        let _ = (first, hdr, payload);
+        Ok(())
     }
     /// The bytes at `ptr` (an old page copy) are dead.
     fn release(&mut self, ptr: BlockPtr);
@@ -251,9 +252,7 @@ impl<const P: usize> MapCache<P> {
                 && !self.checkpointing
                 && (self.uncopied.contains(&m.key) || !self.uncopied.is_full());
             if one_copy {
-                let (hdr, payload) = page_item(m, pages, slot)?;
-                let ptr = st.write_page_first(hdr, payload)?;
-                self.written(st, pages, slot, ptr)?;
+                self.write_first(st, pages, slot)?;
                 if !self.uncopied.contains(&m.key) {
                     let _ = self.uncopied.push(m.key);
                 }
@@ -284,6 +283,18 @@ impl<const P: usize> MapCache<P> {
     ) -> Result<(), IoError> {
         let (hdr, payload) = page_item(self.meta(slot)?, pages, slot)?;
         let ptr = st.write_page(hdr, payload)?;
+        self.written(st, pages, slot, ptr)
+    }
+
+    /// Writes the first copy of the page in `slot` ([`PageStore::write_page_first`]).
+    fn write_first(
+        &mut self,
+        st: &mut impl PageStore,
+        pages: &mut [u8],
+        slot: usize,
+    ) -> Result<(), IoError> {
+        let (hdr, payload) = page_item(self.meta(slot)?, pages, slot)?;
+        let ptr = st.write_page_first(hdr, payload)?;
         self.written(st, pages, slot, ptr)
     }
 
@@ -331,7 +342,7 @@ impl<const P: usize> MapCache<P> {
         self.checkpointing = true;
         let r = self
             .recopy(st, pages)
-            .and_then(|()| self.write_levels(st, pages));
+            .and_then(|()| self.write_levels(st, pages, None));
         self.checkpointing = false;
         r
     }
@@ -359,25 +370,7 @@ impl<const P: usize> MapCache<P> {
         pages: &mut [u8],
         order: &mut Vec<usize, P>,
     ) -> Result<(), IoError> {
-        for level in 0..=u8::MAX {
-            let mut any_left = false;
-            for slot in 0..self.cache.len() {
-                let Some(m) = self.cache.get(slot).copied().flatten() else {
-                    continue;
-                };
-                any_left |= m.key.level > level;
-                if m.dirty && m.key.level == level {
-                    let (hdr, payload) = page_item(m, pages, slot)?;
-                    let ptr = st.write_page_first(hdr, payload)?;
-                    self.written(st, pages, slot, ptr)?;
-                    order.push(slot).map_err(|_| bug!(IoError))?;
-                }
-            }
-            if !any_left {
-                break;
-            }
-        }
-        Ok(())
+        self.write_levels(st, pages, Some(order))
     }
 
     /// Writes the ditto copies of the pages [`Self::write_firsts`] wrote, in its order.
@@ -416,8 +409,15 @@ impl<const P: usize> MapCache<P> {
         Ok(())
     }
 
-    /// Writes every dirty page, a level at a time from the leaves.
-    fn write_levels(&mut self, st: &mut impl PageStore, pages: &mut [u8]) -> Result<(), IoError> {
+    /// Writes every dirty page, a level at a time from the leaves: with `firsts`, the first
+    /// copy of each ([`Self::write_firsts`]), recording the slots in order there; else
+    /// whole ([`PageStore::write_page`]).
+    fn write_levels(
+        &mut self,
+        st: &mut impl PageStore,
+        pages: &mut [u8],
+        mut firsts: Option<&mut Vec<usize, P>>,
+    ) -> Result<(), IoError> {
         for level in 0..=u8::MAX {
             let mut any_left = false;
             for slot in 0..self.cache.len() {
@@ -425,7 +425,13 @@ impl<const P: usize> MapCache<P> {
                     continue;
                 };
                 any_left |= m.key.level > level;
-                if m.dirty && m.key.level == level {
+                if !m.dirty || m.key.level != level {
+                    continue;
+                }
+                if let Some(order) = firsts.as_deref_mut() {
+                    self.write_first(st, pages, slot)?;
+                    order.push(slot).map_err(|_| bug!(IoError))?;
+                } else {
                     self.write_page(st, pages, slot)?;
                 }
             }
@@ -437,19 +443,17 @@ impl<const P: usize> MapCache<P> {
     }
 
     /// The pages in `slots` were written with one copy (a checkpoint without room for its
-    /// metadata region): the next checkpoint writes them anew, as many as the list holds.
-    /// Returns how many it could not take.
-    pub(crate) fn note_uncopied(&mut self, slots: &[usize]) -> usize {
-        let mut over = 0;
+    /// metadata region): the next checkpoint writes them anew, as many as the list holds (the
+    /// rest keep one copy until they are next written, as `metadata_single_copies` counts).
+    pub(crate) fn note_uncopied(&mut self, slots: &[usize]) {
         for &slot in slots {
             let Some(Some(m)) = self.cache.get(slot) else {
                 continue;
             };
-            if !self.uncopied.contains(&m.key) && self.uncopied.push(m.key).is_err() {
-                over += 1;
+            if !self.uncopied.contains(&m.key) {
+                let _ = self.uncopied.push(m.key);
             }
         }
-        over
     }
 
     /// The map entry of `lun`'s block `lba`.

@@ -105,10 +105,9 @@ impl<D: BlockDevice, const N: usize, const L: usize> PageStore for LogPages<'_, 
         first: BlockPtr,
         hdr: ItemHeader,
         payload: &[u8],
-    ) -> Result<BlockPtr, IoError> {
+    ) -> Result<(), IoError> {
         self.io.counters.metadata_log_bytes += u64::from(first.len);
-        self.io.append_copy_at(first, hdr, payload)?;
-        Ok(first)
+        self.io.append_copy_at(first, hdr, payload)
     }
 
     fn release(&mut self, ptr: BlockPtr) {
@@ -236,8 +235,8 @@ impl<'a, D: BlockDevice, const N: usize, const L: usize, const P: usize> Volume<
     }
 
     /// See [`MapCache::note_uncopied`].
-    pub fn note_uncopied(&mut self, slots: &[usize]) -> usize {
-        self.map.note_uncopied(slots)
+    pub fn note_uncopied(&mut self, slots: &[usize]) {
+        self.map.note_uncopied(slots);
     }
 
     /// See [`MapCache::write_copies`].

@@ -10,8 +10,9 @@
 //! the row lose nothing where the pool keeps ditto copies of them (in other rows); rows that
 //! hold metadata without them (or after the pool fell back to a single copy) are not chosen.
 //! A row is unrecoverable in the data strips it hit when more of its columns are unreadable
-//! than the level has redundancy (every copy, on mirrors). Blocks still in RAM (an open extent, the
-//! open log stripe, the decoded-extent cache) may still read correct: the model allows either.
+//! than the level has redundancy (every copy, on mirrors). Blocks still in RAM (an open
+//! extent, the open log stripe, the decoded-extent cache) may still read correct: the model
+//! allows either.
 
 use raidcore::format::ItemKind;
 use raidcore::pool::{Health, MapEntry};
@@ -153,8 +154,8 @@ impl Sim {
     /// Where a local fault strikes: under the extent of the `pick`-th placed block (or the
     /// next ones), at byte `row` of its item. Map pages and tables in the row lose nothing
     /// where the pool keeps ditto copies (in other rows); without them, or once the pool has
-    /// written a single copy for want of room, such rows are not chosen. `None` when eight candidates all meet those or lie where a walk of the
-    /// segment's items does not reach.
+    /// written a single copy for want of room, such rows are not chosen. `None` when eight
+    /// candidates all meet those or lie where a walk of the segment's items does not reach.
     fn aim_local(&mut self, placed: &[Placed], pick: u32, row: u32) -> Option<Aim> {
         let geo = *self.pool().array().geometry();
         // Every metadata item has a ditto copy only if no checkpoint ever fell back to one.
@@ -167,8 +168,8 @@ impl Sim {
             let bb = geo.block_bytes();
             let hit = hit_set(&geo, stripe, strip, pick);
             let lost = lost_ranges(&geo, stripe, strip, off / bb * bb, &hit);
-            let trace = self.trace;
             let mut metadata = false;
+            let trace = self.trace;
             let walked = self.pool().walk_items(a, |addr, len, kind| {
                 let hi = addr + u64::from(len);
                 if lost.iter().any(|&(lo, h)| addr < h && lo < hi) {
