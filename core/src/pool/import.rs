@@ -480,8 +480,9 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
 
     /// When member `d` missed checkpoints up to `root` (of the last `written`, which every
     /// member got): the newest root generation it holds (0: none) and what it holds since
-    /// ([`Since`]; none without a root, or when its own label names it rebuilding). A slot that cannot be read is a bad sector, and one that
-    /// holds neither a root nor zeros is rot: neither shows a missed checkpoint. One root
+    /// ([`Since`]; none without a root, when its own label names it rebuilding, or when
+    /// repairs were made after its root). A slot that cannot be read is a bad sector, and one
+    /// that holds neither a root nor zeros is rot: neither shows a missed checkpoint. One root
     /// behind is a checkpoint the crash cut short (the roots go to every member before one
     /// flush) unless `root` is `complete`.
     fn ring_behind(
@@ -513,7 +514,6 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
                 _ => {}
             }
         }
-        let since = newest.as_ref().map(Since::of);
         if lacking <= 1 && !(complete && newest_older) {
             return None;
         }
@@ -523,7 +523,14 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             .disk_mut(d)
             .and_then(|disk| read_superblock(disk).ok())
             .is_some_and(|sb| sb.members.get(d).map(|m| m.state) == Some(DiskState::Online));
-        Some((have, since.filter(|_| was_in_sync)))
+        // Repairs (heals, scrub and resync rewrites) write outside the log's window, where
+        // `Since` does not look: an older copy of a member that was present for them lacks
+        // them, so only a copy no repair came after is resynced for the window alone.
+        let unrepaired = newest
+            .as_ref()
+            .is_some_and(|r| r.counters.repair_bytes == root.counters.repair_bytes);
+        let since = newest.as_ref().map(Since::of);
+        Some((have, since.filter(|_| was_in_sync && unrepaired)))
     }
 
     /// Sets the members `behind` rebuilding, as many as the level's tolerance leaves room for

@@ -143,6 +143,7 @@ regressions! {
     soak_seed_7874148,
     soak_seed_937623827,
     spare_rebuild_restart_seed_153,
+    stale_copy_after_repair_seed_42331,
     sticky_rewrite_count_seed_15009620,
     sticky_rewrite_exclude_seed_11627,
     superblock_copies_seed_1714,
