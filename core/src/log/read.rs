@@ -12,7 +12,7 @@ use crate::format::{
     BlockPtr, FormatError, HEADER_BYTES, ITEM_ALIGN, ItemHeader, ItemKind, LUN_BLOCK, MapEntry,
     SegEntry,
 };
-use crate::raid::{ArrayError, DiskSet, Geometry, Level};
+use crate::raid::{Array, ArrayError, DiskSet, Geometry, Level};
 
 /// What an item read must find.
 #[derive(Debug, Clone, Copy)]
@@ -482,7 +482,6 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
     pub fn heal(&mut self, ptr: BlockPtr, at: usize, bad: DiskSet) {
         let geo = *self.array.geometry();
         let sdb = self.log.sdb as u64;
-        let strip = geo.strip_bytes() as u64;
         let (start, end) = (ptr.addr, ptr.addr + u64::from(ptr.len));
         // Mirrors: the set is every copy but the one that checked; which of them were wrong is
         // not known, so none is blamed (each is rewritten all the same).
@@ -495,26 +494,50 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
                     stripe: s,
                 });
             }
-            let before = self.array.stats().repair_bytes_written;
-            // Each piece of the item within one data strip of stripe `s`.
-            let mut a = start.max(s * sdb);
-            while a < end.min((s + 1) * sdb) {
-                let piece_end = end.min((a / strip + 1) * strip);
-                let in_stripe = a - s * sdb;
-                let from = at + (a - start) as usize;
-                if let Some(good) = self.item.get(from..from + (piece_end - a) as usize) {
-                    let _ = self.array.heal_data(
-                        s,
-                        (in_stripe / strip) as usize,
-                        (in_stripe % strip) as usize,
-                        good,
-                        bad,
-                        self.scratch,
-                    );
-                }
-                a = piece_end;
-            }
-            self.counters.repair_bytes += self.array.stats().repair_bytes_written - before;
+            self.each_piece(ptr, at, s, |a, strip, off, good, scratch| {
+                a.heal_data(s, strip, off, good, bad, scratch)
+            });
         }
+    }
+
+    /// Makes every copy of a mirror hold the checked bytes of `ptr` (at `at` in the item
+    /// buffer) within stripe `s`, writing only the member blocks that differ or do not read
+    /// ([`Array::sync_copies`]): where a mirror's copies disagree and one of them has a latent
+    /// sector error, reads took some items from one copy and some from another, so no single
+    /// copy is known to be the checked one. Blames no member.
+    ///
+    /// [`Array::sync_copies`]: crate::raid::Array::sync_copies
+    pub fn sync_copies(&mut self, ptr: BlockPtr, at: usize, s: u64) {
+        self.each_piece(ptr, at, s, |a, strip, off, good, scratch| {
+            a.sync_copies(s, strip, off, good, scratch)
+        });
+    }
+
+    /// Calls `f` with each piece of `ptr` (its bytes at `at` in the item buffer) that lies in
+    /// one data strip of stripe `s`: the strip, the offset in it and the bytes; adds what the
+    /// calls wrote to the repair counter.
+    fn each_piece(
+        &mut self,
+        ptr: BlockPtr,
+        at: usize,
+        s: u64,
+        mut f: impl FnMut(&mut Array<D, N>, usize, usize, &[u8], &mut [u8]) -> Result<(), ArrayError>,
+    ) {
+        let sdb = self.log.sdb as u64;
+        let strip = self.array.geometry().strip_bytes() as u64;
+        let (start, end) = (ptr.addr, ptr.addr + u64::from(ptr.len));
+        let before = self.array.stats().repair_bytes_written;
+        let mut a = start.max(s * sdb);
+        while a < end.min((s + 1) * sdb) {
+            let piece_end = end.min((a / strip + 1) * strip);
+            let in_stripe = a - s * sdb;
+            let from = at + (a - start) as usize;
+            if let Some(good) = self.item.get(from..from + (piece_end - a) as usize) {
+                let (strip_no, off) = ((in_stripe / strip) as usize, (in_stripe % strip) as usize);
+                let _ = f(self.array, strip_no, off, good, self.scratch);
+            }
+            a = piece_end;
+        }
+        self.counters.repair_bytes += self.array.stats().repair_bytes_written - before;
     }
 }

@@ -261,9 +261,20 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             // Parity rewritten from data whose repair never landed lost it for good.
             walk = self.scrub_items(seg, Some((stripe_lo, stripe_end)))?;
         }
-        let again = self.verify(s)?;
+        let mut again = self.verify(s)?;
         if again.consistent() {
             return Ok((blocks, 0));
+        }
+        let mirror = matches!(geo.level(), Level::Raid1 | Level::Raid10);
+        if mirror && !self.unreadable_in_sync(s, again.unreadable).is_empty() {
+            // Copies that disagree, one with a latent sector error: reads took an item that
+            // spans the bad block from another copy and the rest from the first, so no one
+            // copy holds what the walk checked. Each item's checked bytes go to every copy.
+            let synced = self.check_items(seg, Some((stripe_lo, stripe_end)), true)?;
+            again = self.verify(s)?;
+            if again.consistent() {
+                return Ok((synced.repaired, 0));
+            }
         }
         if again.unreadable != rep.unreadable {
             // A member dropped out (or came back) under the walk: the two checks compared
@@ -403,6 +414,18 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         seg: u32,
         watch: Option<(u64, u64)>,
     ) -> Result<Walk, IoError> {
+        self.check_items(seg, watch, false)
+    }
+
+    /// [`Self::scrub_items`]; with `sync`, every watched item that checks is also written to
+    /// each copy of the mirror stripe `watch` starts in where that copy differs
+    /// ([`LogIo::sync_copies`]).
+    fn check_items(
+        &mut self,
+        seg: u32,
+        watch: Option<(u64, u64)>,
+        sync: bool,
+    ) -> Result<Walk, IoError> {
         let start = self.log.seg_start(seg);
         let mut end = start + self.log.segment_bytes();
         if self.log.current_segment() == Some(seg) {
@@ -481,11 +504,16 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
                             _ => 0,
                         };
                     }
-                    // Checked only through reconstruction: the stripe does not check as it
-                    // lies, even where the heal wrote nothing (a parity member was the bad one,
-                    // and the data holder is missing).
-                    Ok((_, _, rebuilt)) if !rebuilt.is_empty() => {
-                        if watched {
+                    Ok((_, off, rebuilt)) if watched => {
+                        if let (true, Some((lo, _)), Some(at)) =
+                            (sync, watch, off.checked_sub(format::HEADER_BYTES))
+                        {
+                            io.sync_copies(ptr, at, lo / io.log.sdb() as u64);
+                        }
+                        // Checked only through reconstruction: the stripe does not check as it
+                        // lies, even where the heal wrote nothing (a parity member was the bad
+                        // one, and the data holder is missing).
+                        if !rebuilt.is_empty() {
                             walk.healed_in_range = true;
                             walk.rebuilt_in_range = DiskSet(walk.rebuilt_in_range.0 | rebuilt.0);
                         }

@@ -1504,6 +1504,57 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
         self.repair(stripe, lo, hi - lo, parity, scratch)
     }
 
+    /// Makes every readable copy of mirror strip `strip` of `stripe` hold `good` over bytes
+    /// `off..off + good.len()` (no alignment needed), writing only the member blocks that
+    /// differ or do not read: a block the range covers only in part is patched into what its
+    /// copy holds, and left alone when that copy cannot be read (its other bytes were checked
+    /// nowhere). For a mirror whose copies disagree where the caller checked `good` (an item's
+    /// CRC-32C). Other levels: nothing.
+    ///
+    /// # Errors
+    /// [`ArrayError::OutOfRange`], [`ArrayError::ScratchTooSmall`].
+    pub fn sync_copies(
+        &mut self,
+        stripe: u64,
+        strip: usize,
+        off: usize,
+        good: &[u8],
+        scratch: &mut [u8],
+    ) -> Result<(), ArrayError> {
+        let geo = self.geo;
+        let bb = geo.block_bytes();
+        let end = off + good.len();
+        if stripe >= geo.stripes() || strip >= geo.data_strips() || end > geo.strip_bytes() {
+            return Err(ArrayError::OutOfRange);
+        }
+        if !matches!(geo.level(), Level::Raid1 | Level::Raid10) {
+            return Ok(());
+        }
+        let blk = scratch.get_mut(..bb).ok_or(ArrayError::ScratchTooSmall)?;
+        let base = geo.stripe_lba(stripe);
+        for copy in 0..geo.copies() {
+            let Some(d) = geo.disk_of(stripe, Column::Mirror { data: strip, copy }) else {
+                continue;
+            };
+            if !self.readable(d, stripe) {
+                continue;
+            }
+            for at in (off / bb * bb..end).step_by(bb) {
+                let (from, to) = (at.max(off), (at + bb).min(end));
+                let src = good.get(from - off..to - off).ok_or(bug!(ArrayError))?;
+                let lba = base + (at / bb) as u64;
+                let read = matches!(self.dev_read(d, lba, blk), IoOutcome::Ok);
+                let dst = blk.get_mut(from - at..to - at).ok_or(bug!(ArrayError))?;
+                if (read && dst == src) || (!read && to - from < bb) {
+                    continue;
+                }
+                dst.copy_from_slice(src);
+                self.repair_write(d, lba, blk);
+            }
+        }
+        Ok(())
+    }
+
     /// [`Array::repair`]; with `check`, a chunk whose remaining redundancy (RAID-6 with one
     /// column erased: see `reconstruct_range`; mirrors: the other surviving copies) disagrees
     /// with what would be written is not written, and the result is `Ok(false)`.

@@ -84,6 +84,7 @@ regressions! {
     lost_heal_write_seed_2540,
     lun_recreate_seed_167,
     midwrite_checkpoint_lost_list_seed_29424,
+    mirror_torn_unreadable_first_copy_seed_306860,
     mirror_torn_with_latent_error_seed_70531,
     mirror_copies_seed_166,
     mirror_heal_range_seed_2912,
