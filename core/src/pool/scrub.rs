@@ -263,18 +263,16 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         }
         let mut again = self.verify(s)?;
         if again.consistent() {
-            return Ok((blocks, 0));
+            let left = self.repair_left(s, &again, &walk);
+            return Ok((blocks + left, 0));
         }
         let mirror = matches!(geo.level(), Level::Raid1 | Level::Raid10);
         if mirror && !self.unreadable_in_sync(s, again.unreadable).is_empty() {
-            // Copies that disagree, one with a latent sector error: reads took an item that
-            // spans the bad block from another copy and the rest from the first, so no one
-            // copy holds what the walk checked. Each item's checked bytes go to every copy.
-            let synced = self.check_items(seg, Some((stripe_lo, stripe_end)), true)?;
-            again = self.verify(s)?;
-            if again.consistent() {
-                return Ok((synced.repaired, 0));
+            let (synced, now) = self.sync_copies(s)?;
+            if now.consistent() {
+                return Ok((synced, 0));
             }
+            again = now;
         }
         if again.unreadable != rep.unreadable {
             // A member dropped out (or came back) under the walk: the two checks compared
@@ -318,10 +316,58 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         for d in fix.iter().filter(|_| blame) {
             self.array.note_checksum_error(d);
         }
-        match self.repair(s, fix) {
-            Ok(written) => Ok((written, 0)),
-            Err(_) => Ok((0, blocks)),
+        self.rewrite(s, fix, &walk)
+    }
+
+    /// Rewrites the strips of `fix` in stripe `s` from the other members, then (the repair
+    /// reads around a latent sector error of the copy it reads from, and does not rewrite it)
+    /// the blocks still unreadable if the stripe now checks. Returns blocks repaired and
+    /// blocks left unrepairable, as [`Self::scrub_stripe`].
+    fn rewrite(&mut self, s: u64, fix: DiskSet, walk: &Walk) -> Result<(u64, u64), IoError> {
+        let geo = self.array.geometry();
+        let blocks = (geo.strip_bytes() / geo.block_bytes()) as u64;
+        let Ok(written) = self.repair(s, fix) else {
+            return Ok((0, blocks));
+        };
+        let after = self.verify(s)?;
+        let left = if after.consistent() {
+            self.repair_left(s, &after, walk)
+        } else {
+            0
+        };
+        Ok((written + left, 0))
+    }
+
+    /// Mirror stripe `s`, whose copies disagree and one of which has a latent sector error:
+    /// reads took an item that spans the bad block from another copy and the rest from the
+    /// first, so no one copy holds what the walk checked. A walk writes each item's checked
+    /// bytes to every copy that differs; then, if the stripe checks, the blocks still
+    /// unreadable are rewritten. Returns the blocks written and the check after.
+    fn sync_copies(&mut self, s: u64) -> Result<(u64, VerifyReport), IoError> {
+        let sdb = self.log.sdb() as u64;
+        let seg = self.log.seg_of(s * sdb);
+        let walk = self.check_items(seg, Some((s * sdb, (s + 1) * sdb)), true)?;
+        let now = self.verify(s)?;
+        let left = if now.consistent() {
+            self.repair_left(s, &now, &walk)
+        } else {
+            0
+        };
+        Ok((walk.repaired + left, now))
+    }
+
+    /// Stripe `s` checks (`again`) once `walk` read its items: the blocks that members in
+    /// sync still cannot read (latent sector errors the check skipped) are rewritten from the
+    /// rest, if the walk checked every item of the stripe. Returns the blocks written.
+    fn repair_left(&mut self, s: u64, again: &VerifyReport, walk: &Walk) -> u64 {
+        let unreadable = self.unreadable_in_sync(s, again.unreadable);
+        let stripe_end = (s + 1) * self.log.sdb() as u64;
+        if unreadable.is_empty() || walk.reached < stripe_end || walk.lost_in_range {
+            return 0;
         }
+        let res =
+            self.counted(|a, scratch| a.repair_unreadable(s, unreadable, scratch).map(|_| ()));
+        res.unwrap_or(0)
     }
 
     /// The members of stripe `s` whose strips are redundancy given the data reads use: on

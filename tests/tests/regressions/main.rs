@@ -118,6 +118,7 @@ regressions! {
     scrub_parity_medium_seed_17,
     scrub_rotten_parity_seed_102676,
     scrub_superblock_copy_seed_8516,
+    scrub_unreadable_left_seed_379879,
     soak_seed_3017607,
     soak_seed_3030739,
     soak_seed_3048631,
