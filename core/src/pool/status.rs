@@ -192,7 +192,9 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         if let Some(g) = self.members.conf.member_guids.get_mut(slot) {
             *g = guid;
         }
-        if self.rebuild.is_none() {
+        // A rebuild still aimed at this slot (its disk failed before the pool noticed) was
+        // for the disk just taken out: the new one starts from its first stripe.
+        if self.rebuild.is_none_or(|r| usize::from(r.disk) == slot) {
             self.start_rebuild_at(slot as u8, 0);
         }
         Ok(self.write_config()?)
@@ -282,7 +284,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         } else {
             None
         };
-        if self.rebuild.is_none() {
+        if self.rebuild.is_none_or(|r| usize::from(r.disk) == slot) {
             self.start_rebuild_at(slot as u8, 0);
             if let Some(r) = self.rebuild.as_mut() {
                 r.since = since;

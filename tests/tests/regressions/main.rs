@@ -99,6 +99,7 @@ regressions! {
     rebuild_stale_column_seed_695,
     rebuild_target_failed_seed_3001164,
     reopen_at_segment_end_seed_60698,
+    replace_rebuild_cursor_seed_304223,
     resurrected_item_seed_5262,
     resync_first_seq_seed_7848886,
     resync_patched_read_seed_108816,
