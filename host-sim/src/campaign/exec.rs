@@ -44,6 +44,9 @@ struct Silent {
     blocks: Vec<u64>,
     /// Damage the overlay cannot show (lost, misdirected writes; stale content).
     hidden: bool,
+    /// Some of it lies in the label area (superblocks, checkpoint roots): import may take the
+    /// disk for one that missed checkpoints and resync it whole.
+    label: bool,
 }
 
 /// A LUN operation whose outcome a power cut left unknown.
@@ -373,6 +376,13 @@ impl Sim {
         s.hidden |= hidden;
         if let Some(sc) = self.scrub.as_mut() {
             sc.1 = false;
+        }
+    }
+
+    /// Marks disk `id`'s silent damage as lying (also) in its label area.
+    fn note_label(&mut self, id: u32, label: bool) {
+        if let Some(s) = self.silent.get_mut(&id).filter(|_| label) {
+            s.label = true;
         }
     }
 
@@ -833,6 +843,7 @@ impl Sim {
                 for b in lba..lba + blocks {
                     self.note_silent(id, Some(b), false);
                 }
+                self.note_label(id, label);
             }
             Step::BitRot {
                 slot,
@@ -851,6 +862,7 @@ impl Sim {
                 }
                 self.fault(if label { "bit_rot_label" } else { "bit_rot" });
                 self.note_silent(id, Some(lba), false);
+                self.note_label(id, label);
             }
             Step::LoseWrite { slot } | Step::Misdirect { slot, .. } => {
                 let Some((slot, id, _)) = self.aim(slot, 0, false) else {
@@ -1175,9 +1187,15 @@ impl Sim {
                     self.silent.remove(&id);
                 }
                 self.stats.behind_resynced += 1;
-            } else if put_back.is_none() && !self.over {
+            } else if put_back.is_none()
+                && !self.over
+                && !id.is_some_and(|id| self.silent.get(&id).is_some_and(|s| s.label))
+            {
                 // (With a copy put back, the slot may hold a spare now: the copy's disk
-                // failed during the import.)
+                // failed during the import. A disk whose root ring took damage may look like
+                // one that missed checkpoints: a rotten newest root over one a torn checkpoint
+                // never wrote is what a disk that missed both shows. Resyncing it costs a
+                // rebuild, not data.)
                 return Err(fail(
                     FailureKind::OpError,
                     at,

@@ -45,6 +45,7 @@ macro_rules! regressions {
 
 regressions! {
     behind_new_member_seed_7801587,
+    behind_rotten_ring_seed_342306,
     behind_rotten_root_seed_7821796,
     cleaner_livelock_seed_846,
     degraded_scrub_parity_seed_6035,
