@@ -91,6 +91,10 @@ pub(crate) struct Sim {
     put_back: Option<(u32, MemDisk, bool)>,
     /// Scrub in progress: (step it started, whether the pool was free of silent damage then).
     scrub: Option<(usize, bool)>,
+    /// The disks online for the whole of the scrub in progress: the ones its pass read (a
+    /// member that left and came back during it was rebuilt, or resynced for what it missed
+    /// only, and may keep damage the pass never saw).
+    scrub_read: BTreeSet<u32>,
     over: bool,
     /// The step of the local fault ([`Step::Local`]), if one struck: no other fault follows.
     local: Option<usize>,
@@ -161,6 +165,7 @@ impl Sim {
             tainted: BTreeSet::new(),
             prev_states: Vec::new(),
             scrub: None,
+            scrub_read: BTreeSet::new(),
             over: false,
             local: None,
             dead: false,
@@ -724,6 +729,7 @@ impl Sim {
                 self.pool().start_scrub();
                 let clean = !self.any_silent();
                 self.scrub = Some((at, clean));
+                self.scrub_read = self.online_ids();
                 self.stats.scrubs_started += 1;
             }
             Step::VerifyAll => self.verify_all()?,
@@ -1446,6 +1452,10 @@ impl Sim {
             }
         }
         self.prev_states = states;
+        if self.scrub.is_some() {
+            let online = self.online_ids();
+            self.scrub_read.retain(|id| online.contains(id));
+        }
         // Scrub completion.
         if let Some((started, clean)) = self.scrub
             && st.scrub.is_none()
@@ -1472,7 +1482,7 @@ impl Sim {
             // A pass that could not repair everything leaves the damage where it was; a pass
             // heals only the members it read (a failed one may come back with its damage).
             if st.scrub_unrepairable == 0 {
-                let read = self.online_ids();
+                let read = core::mem::take(&mut self.scrub_read);
                 self.silent
                     .retain(|id, s| s.since >= started || !read.contains(id));
             }

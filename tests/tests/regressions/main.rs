@@ -116,6 +116,7 @@ regressions! {
     scrub_lost_item_syndrome_seed_13325,
     scrub_lost_item_syndrome_seed_20792,
     scrub_member_dropped_seed_102676,
+    scrub_member_left_seed_432064,
     scrub_pad_header_seed_6523,
     scrub_parity_medium_seed_17,
     scrub_rotten_parity_seed_102676,
