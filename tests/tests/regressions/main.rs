@@ -83,6 +83,8 @@ regressions! {
     loss_open_extent_seed_1610,
     lost_within_tolerance_seed_228803018,
     lost_heal_write_seed_2540,
+    #[ignore = "known failing: health inconsistent: 1 LBA ranges lost within tolerance"]
+    lost_within_tolerance_seed_438648,
     lun_recreate_seed_167,
     midwrite_checkpoint_lost_list_seed_29424,
     mirror_torn_unreadable_first_copy_seed_306860,
@@ -94,6 +96,8 @@ regressions! {
     older_root_durable_seed_214379,
     older_root_durable_seed_523016947,
     online_silent_damage_seed_5125893,
+    #[ignore = "known failing: wrong data: LUN 3 LBA 590: read version 0 but the model allows [48] (over tolerance)"]
+    other_data_past_tolerance_seed_461359,
     raid0_spare_seed_9112,
     rebuild_cursor_seed_836,
     rebuild_end_flush_seed_6007,
@@ -129,7 +133,6 @@ regressions! {
     soak_seed_3084257,
     soak_seed_3095274,
     soak_seed_4315289,
-    #[ignore = "known failing: read error within tolerance: read of LUN 0 LBA 32+17 failed within tolerance: LUN 0 LBA 35: data lost"]
     soak_seed_4319345,
     soak_seed_4320785,
     soak_seed_4323405,
