@@ -465,7 +465,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
 
     /// [`Self::scrub_items`]; with `sync`, every watched item that checks is also written to
     /// each copy of the mirror stripe `watch` starts in where that copy differs
-    /// ([`LogIo::sync_copies`]).
+    /// ([`LogIo::sync_copies`](crate::log::LogIo::sync_copies)).
     fn check_items(
         &mut self,
         seg: u32,
