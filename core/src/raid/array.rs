@@ -1411,17 +1411,19 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
     /// Self-healing after a read that needed redundancy: writes `good`, bytes the caller has
     /// checked (an item's CRC-32C), over bytes `off..off + good.len()` of data strip `strip` of
     /// `stripe` on the members in `disks` that hold that strip (mirrors: those copies; parity
-    /// levels: its data member), then recomputes the parity of the rows touched on the parity
-    /// members in `disks`. `off` needs no alignment; `off + good.len()` must lie within the
-    /// strip. A member block the range covers only in part is read from that member and
+    /// levels: its data member). Parity members in `disks` are left as they are: parity recomputed
+    /// from the rows' other data columns, which were checked nowhere, would make their silent
+    /// damage (a misdirected write, rot) permanent; the scrub rewrites parity once its item walk
+    /// has checked the whole stripe. `off` needs no alignment; `off + good.len()` must lie within
+    /// the strip. A member block the range covers only in part is read from that member and
     /// patched, and left alone when it cannot be read: its other bytes were checked nowhere, so
-    /// copying them from another member (as [`Array::repair`] does with whole strips) could
-    /// spread damage the caller never saw, e.g. bit rot in the neighbouring item of the copy
-    /// that checked. Members not readable at `stripe` (rebuilding below it) are skipped; the
-    /// rebuild writes them. `scratch` is at least [`Array::scratch_min_bytes`] bytes.
+    /// copying them from another member (as [`Array::repair`] does with whole strips) could spread
+    /// damage the caller never saw, e.g. bit rot in the neighbouring item of the copy that checked.
+    /// Members not readable at `stripe` (rebuilding below it) are skipped; the rebuild writes them.
+    /// `scratch` is at least [`Array::scratch_min_bytes`] bytes.
     ///
     /// # Errors
-    /// [`ArrayError::OutOfRange`], [`ArrayError::ScratchTooSmall`], or the parity repair's error.
+    /// [`ArrayError::OutOfRange`], [`ArrayError::ScratchTooSmall`].
     pub fn heal_data(
         &mut self,
         stripe: u64,
@@ -1489,19 +1491,7 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
                 at += bb;
             }
         }
-        let parity = (0..geo.disks())
-            .filter(|&d| {
-                disks.contains(d)
-                    && geo
-                        .column_of(stripe, d)
-                        .and_then(|c| geo.parity_index(c))
-                        .is_some()
-            })
-            .fold(DiskSet::EMPTY, DiskSet::with);
-        if parity.is_empty() {
-            return Ok(());
-        }
-        self.repair(stripe, lo, hi - lo, parity, scratch)
+        Ok(())
     }
 
     /// Makes every readable copy of mirror strip `strip` of `stripe` hold `good` over bytes

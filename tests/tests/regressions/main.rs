@@ -71,6 +71,7 @@ regressions! {
     flushed_write_lost_seed_120,
     flushed_write_lost_seed_73,
     flushed_write_lost_seed_82,
+    heal_parity_laundering_seed_597462,
     import_transient_seed_67,
     latent_error_log_header_seed_7201436,
     latent_error_metadata_seed_7100252,
@@ -83,9 +84,7 @@ regressions! {
     loss_open_extent_seed_1610,
     lost_within_tolerance_seed_228803018,
     lost_heal_write_seed_2540,
-    #[ignore = "known failing: health inconsistent: 1 LBA ranges lost within tolerance"]
     lost_within_tolerance_seed_438648,
-    #[ignore = "known failing: read error within tolerance: after a clean shutdown and import: LUN 0 LBA 62: data lost"]
     lost_within_tolerance_seed_515588,
     lun_recreate_seed_167,
     midwrite_checkpoint_lost_list_seed_29424,
