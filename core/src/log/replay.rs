@@ -33,6 +33,11 @@ pub(crate) struct Replay {
     /// did not load: the checkpoint flushed everything before it ahead of writing the root, so
     /// that was durable too, and an unreadable item before it is damage, not the torn tail.
     pub durable_root: Option<LogCursor>,
+    /// The stripe sequence number of the newest verified intent-log records: a flush writes
+    /// records for the open stripe only after every stripe before it is durable, so stripes
+    /// numbered below it were, and an unreadable item in them is damage, not the torn tail
+    /// (the proof left when past tolerance took every copy of the flush mark).
+    pub durable_stripe: Option<u64>,
     /// A rewind (`ImportOptions::rewind`): an unreadable item before the durable position
     /// ends the log there (the writes after it are lost, and said so) instead of refusing
     /// the import.
@@ -40,16 +45,20 @@ pub(crate) struct Replay {
 }
 
 impl Replay {
-    /// Whether byte `off` of the stripe numbered `stripe_seq` lies before the position the
-    /// newest flush mark, or a newer root import could not use, names (so it was durable
-    /// before the crash).
-    pub fn before_durable_mark(&self, stripe_seq: u64, off: u64, sdb: u64) -> bool {
-        let at = (stripe_seq, off);
+    /// Whether the log bytes of the stripe numbered `stripe_seq` up to offset `end` (which may
+    /// run into the stripes after it) lie before the position the newest flush mark, or a newer
+    /// root import could not use, names, or before the stripe of the newest intent-log records:
+    /// they were durable before the crash. Flush marks and roots name item boundaries; the
+    /// records' stripe need not start at one, so an item is judged by where it ends.
+    pub fn before_durable_mark(&self, stripe_seq: u64, end: u64, sdb: u64) -> bool {
+        let pos = |seq: u64, off: u64| seq.saturating_mul(sdb).saturating_add(off);
+        let at = pos(stripe_seq, end);
         self.durable_mark
-            .is_some_and(|m| at < (m.stripe_seq, u64::from(m.durable)))
+            .is_some_and(|m| at <= pos(m.stripe_seq, u64::from(m.durable)))
             || self
                 .durable_root
-                .is_some_and(|c| at < (c.next_stripe_seq, c.head % sdb.max(1)))
+                .is_some_and(|c| at <= pos(c.next_stripe_seq, c.head % sdb.max(1)))
+            || self.durable_stripe.is_some_and(|s| at <= pos(s, 0))
     }
 }
 
@@ -220,7 +229,7 @@ impl<'r> LogScan<'r> {
         let room = (seg_end - self.cursor) as usize;
         let Some((h, hoff, rebuilt)) = io.find_header(self.cursor, room, SeqRule::Exact(self.seq))
         else {
-            if assemble && self.before_mark(replay, io.log.sdb() as u64) {
+            if assemble && self.before_mark(replay, io.log.sdb() as u64, HEADER_BYTES) {
                 if !replay.cut_at_damage {
                     return Err(IoError::LogLost { addr: self.cursor });
                 }
@@ -253,7 +262,10 @@ impl<'r> LogScan<'r> {
                 // Before the newest flush mark an item no redundancy rebuilds is damage, not a
                 // torn tail: keep it (its blocks read as errors, never as the older data the
                 // map held) and go on to the items after it. Pass 2 follows pass 1's path.
-                Err(_) if !assemble || self.before_mark(replay, io.log.sdb() as u64) => {
+                Err(_)
+                    if !assemble
+                        || self.before_mark(replay, io.log.sdb() as u64, h.item_bytes()) =>
+                {
                     self.lost += 1;
                 }
                 Err(_) => {
@@ -282,9 +294,10 @@ impl<'r> LogScan<'r> {
         }))
     }
 
-    fn before_mark(&self, replay: &Replay, sdb: u64) -> bool {
-        let off = self.cursor.saturating_sub(self.stripe_addr);
-        replay.before_durable_mark(self.stripe_seq, off, sdb)
+    /// Whether the `len` log bytes at the cursor were durable ([`Replay::before_durable_mark`]).
+    fn before_mark(&self, replay: &Replay, sdb: u64, len: usize) -> bool {
+        let end = self.cursor.saturating_sub(self.stripe_addr) + len as u64;
+        replay.before_durable_mark(self.stripe_seq, end, sdb)
     }
 
     fn advance(&mut self, sdb: u64, h: &ItemHeader) {
@@ -402,4 +415,45 @@ fn raw_block_crcs<D: BlockDevice, const N: usize>(
         out.push(crc32c(block)).map_err(|_| bug!(IoError))?;
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SDB: u64 = 96 * 1024;
+
+    /// Records of stripe 10 prove the stripes before it durable, not bytes of 10 itself: an
+    /// item from stripe 9 that runs into stripe 10 is judged by its end.
+    #[test]
+    fn records_prove_the_stripes_before_theirs() {
+        let r = Replay {
+            durable_stripe: Some(10),
+            ..Replay::default()
+        };
+        assert!(r.before_durable_mark(9, SDB, SDB));
+        assert!(r.before_durable_mark(3, 100, SDB));
+        assert!(!r.before_durable_mark(9, SDB + 1, SDB));
+        assert!(!r.before_durable_mark(10, 64, SDB));
+        assert!(!Replay::default().before_durable_mark(0, 1, SDB));
+    }
+
+    /// A flush mark names an item boundary: bytes up to it were durable, bytes past it not.
+    #[test]
+    fn a_mark_proves_bytes_up_to_its_position() {
+        let r = Replay {
+            durable_mark: Some(FlushMark {
+                pool: 1,
+                stripe_addr: 0,
+                stripe_seq: 4,
+                durable: 8192,
+                mark_seq: 0,
+            }),
+            ..Replay::default()
+        };
+        assert!(r.before_durable_mark(4, 8192, SDB));
+        assert!(r.before_durable_mark(3, SDB + 8192, SDB));
+        assert!(!r.before_durable_mark(4, 8193, SDB));
+        assert!(!r.before_durable_mark(5, 64, SDB));
+    }
 }

@@ -307,8 +307,9 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
 
     /// Scans every present member's ring for the records of the newest stripe with a sequence
     /// number of at least `min_stripe_seq`, verifies their payloads, and returns them (sorted
-    /// by record sequence) with the furthest flush mark at or past that stripe: what import's
-    /// roll-forward needs ([`Replay`]). Later record and mark numbers continue after theirs.
+    /// by record sequence) with the furthest flush mark at or past that stripe and, when some
+    /// record verified, its stripe ([`Replay::durable_stripe`]): what import's roll-forward
+    /// needs ([`Replay`]). Later record and mark numbers continue after theirs.
     pub fn zil_scan(&mut self, min_stripe_seq: u64) -> Result<Replay, IoError> {
         let mut replay = Replay::default();
         let n = self.array.geometry().disks();
@@ -325,6 +326,9 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
             }
         }
         replay.durable_mark = self.newest_mark(min_stripe_seq)?;
+        if !replay.zil_refs.is_empty() {
+            replay.durable_stripe = newest.map(|(seq, _)| seq);
+        }
         replay.zil_refs.sort_unstable_by_key(|r| r.record_seq);
         if let Some(last) = replay.zil_refs.last() {
             self.log.zil.record_seq = self.log.zil.record_seq.max(last.record_seq + 1);

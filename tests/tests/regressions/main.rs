@@ -97,7 +97,6 @@ regressions! {
     older_root_durable_seed_214379,
     older_root_durable_seed_523016947,
     online_silent_damage_seed_5125893,
-    #[ignore = "known failing: wrong data: LUN 3 LBA 590: read version 0 but the model allows [48] (over tolerance)"]
     other_data_past_tolerance_seed_461359,
     raid0_spare_seed_9112,
     rebuild_cursor_seed_836,

@@ -580,6 +580,13 @@ fn crash(
     let want = expected_scan(model, min, &dmg);
     check_scan(model, &replay.zil_refs, &want, &dmg)?;
     check_patch(rig, &mut c, &replay.zil_refs, &want)?;
+    let records_stripe = want.first().map(|r| r.stripe_seq);
+    if replay.durable_stripe != records_stripe {
+        return Err(format!(
+            "zil_scan's durable stripe is {:?}, model {records_stripe:?}",
+            replay.durable_stripe
+        ));
+    }
     let mark = expected_mark(model, min, &dmg);
     if replay.durable_mark != mark {
         return Err(format!(
