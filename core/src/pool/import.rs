@@ -709,10 +709,16 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
     }
 
     /// The last phase: membership changes import found (missing members) are recorded, and a
-    /// checkpoint makes the recovered state durable.
+    /// checkpoint makes the recovered state durable. Without a change, a member or spare whose
+    /// label is older than the configuration imported (a crash cut that label's write short)
+    /// is labelled anew: left as it was, its older label would name the configuration once the
+    /// disks that carry the newer one are gone (a copy put back, say), and an import would
+    /// then serve what it records, such as a finished rebuild's target as still rebuilding.
     fn settle_import(&mut self, missing: bool) -> Result<(), IoError> {
         if self.array.failed() != self.members.recorded_failed() || missing {
             self.on_members_failed()?;
+        } else if !self.members.superblocks_intact(&mut self.array) {
+            self.write_config()?;
         }
         self.write_checkpoint()
     }

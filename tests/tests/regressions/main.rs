@@ -94,6 +94,7 @@ regressions! {
     mirror_heal_range_seed_2912,
     mirror_heal_range_seed_7738,
     mirror_write_hole_seed_885,
+    older_labels_after_import_seed_747890,
     older_root_durable_seed_214379,
     older_root_durable_seed_523016947,
     online_silent_damage_seed_5125893,
