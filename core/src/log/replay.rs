@@ -33,11 +33,14 @@ pub(crate) struct Replay {
     /// did not load: the checkpoint flushed everything before it ahead of writing the root, so
     /// that was durable too, and an unreadable item before it is damage, not the torn tail.
     pub durable_root: Option<LogCursor>,
-    /// The stripe sequence number of the newest verified intent-log records: a flush writes
-    /// records for the open stripe only after every stripe before it is durable, so stripes
-    /// numbered below it were, and an unreadable item in them is damage, not the torn tail
-    /// (the proof left when past tolerance took every copy of the flush mark).
-    pub durable_stripe: Option<u64>,
+    /// What the newest verified intent-log records prove durable, as `(stripe sequence
+    /// number, offset)`: a flush writes records for the open stripe only after every stripe
+    /// before it is durable, and its first record starting at offset `x` only after the
+    /// stripe's bytes below `x` were made durable by earlier records (see
+    /// [`LogIo::zil_scan`](crate::log::LogIo::zil_scan)). An unreadable item before it is
+    /// damage, not the torn tail (the proof left when past tolerance took every copy of the
+    /// flush mark, and the earlier records with it).
+    pub durable_records: Option<(u64, u64)>,
     /// A rewind (`ImportOptions::rewind`): an unreadable item before the durable position
     /// ends the log there (the writes after it are lost, and said so) instead of refusing
     /// the import.
@@ -47,9 +50,9 @@ pub(crate) struct Replay {
 impl Replay {
     /// Whether the log bytes of the stripe numbered `stripe_seq` up to offset `end` (which may
     /// run into the stripes after it) lie before the position the newest flush mark, or a newer
-    /// root import could not use, names, or before the stripe of the newest intent-log records:
+    /// root import could not use, names, or before what the newest intent-log records prove:
     /// they were durable before the crash. Flush marks and roots name item boundaries; the
-    /// records' stripe need not start at one, so an item is judged by where it ends.
+    /// records' positions need not be one, so an item is judged by where it ends.
     pub fn before_durable_mark(&self, stripe_seq: u64, end: u64, sdb: u64) -> bool {
         let pos = |seq: u64, off: u64| seq.saturating_mul(sdb).saturating_add(off);
         let at = pos(stripe_seq, end);
@@ -58,7 +61,9 @@ impl Replay {
             || self
                 .durable_root
                 .is_some_and(|c| at <= pos(c.next_stripe_seq, c.head % sdb.max(1)))
-            || self.durable_stripe.is_some_and(|s| at <= pos(s, 0))
+            || self
+                .durable_records
+                .is_some_and(|(seq, off)| at <= pos(seq, off))
     }
 }
 
@@ -423,18 +428,20 @@ mod tests {
 
     const SDB: u64 = 96 * 1024;
 
-    /// Records of stripe 10 prove the stripes before it durable, not bytes of 10 itself: an
-    /// item from stripe 9 that runs into stripe 10 is judged by its end.
+    /// Records of stripe 10 starting at offset 4096 prove the stripes before it durable and
+    /// its first 4096 bytes, no more: an item is judged by its end.
     #[test]
-    fn records_prove_the_stripes_before_theirs() {
+    fn records_prove_the_bytes_before_theirs() {
         let r = Replay {
-            durable_stripe: Some(10),
+            durable_records: Some((10, 4096)),
             ..Replay::default()
         };
         assert!(r.before_durable_mark(9, SDB, SDB));
         assert!(r.before_durable_mark(3, 100, SDB));
-        assert!(!r.before_durable_mark(9, SDB + 1, SDB));
-        assert!(!r.before_durable_mark(10, 64, SDB));
+        assert!(r.before_durable_mark(9, SDB + 4096, SDB));
+        assert!(r.before_durable_mark(10, 4096, SDB));
+        assert!(!r.before_durable_mark(9, SDB + 4097, SDB));
+        assert!(!r.before_durable_mark(10, 4160, SDB));
         assert!(!Replay::default().before_durable_mark(0, 1, SDB));
     }
 

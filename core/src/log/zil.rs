@@ -185,9 +185,48 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
         Ok(())
     }
 
+    /// The most stripe bytes one record carries (the item buffer, less a header and two
+    /// slots, in whole sectors). The item buffer's size follows from the pool's layout, so
+    /// import computes what the writer did.
+    fn zil_chunk_max(&self) -> usize {
+        self.item
+            .len()
+            .saturating_sub(HEADER_BYTES + 2 * SLOT_BYTES)
+            / SECTOR
+            * SECTOR
+    }
+
     /// Copies of each record: the level's tolerance plus one, at most [`MAX_COPIES`].
     fn zil_copies(&self) -> usize {
         (self.array.geometry().tolerance() + 1).min(MAX_COPIES)
+    }
+
+    /// Up to `copies` writable members whose rings have room for a record of `slots` slots,
+    /// taken round robin from the next member in turn, each with the slot the record starts
+    /// at (0 when it wraps).
+    fn zil_pick(&mut self, slots: u32, copies: usize) -> Vec<(usize, u32), MAX_COPIES> {
+        let zil_slots = self.zil_ring_slots();
+        let n = self.array.geometry().disks();
+        let mut chosen: Vec<(usize, u32), MAX_COPIES> = Vec::new();
+        for k in 0..n {
+            if chosen.len() == copies {
+                break;
+            }
+            let d = (self.log.zil.rr + k) % n;
+            let Some(r) = self.log.zil.rings.get(d).filter(|_| self.array.writable(d)) else {
+                continue;
+            };
+            let (start, waste) = if r.head + slots > zil_slots {
+                (0, zil_slots - r.head)
+            } else {
+                (r.head, 0)
+            };
+            if r.used + waste + slots <= zil_slots {
+                let _ = chosen.push((d, start));
+            }
+        }
+        self.log.zil.rr = (self.log.zil.rr + 1) % n.max(1);
+        chosen
     }
 
     /// Makes the open stripe's unflushed bytes durable through intent-log records. Returns
@@ -202,7 +241,10 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
         if from >= fill {
             return Ok(true);
         }
-        let chunk_max = (self.item.len() - HEADER_BYTES - 2 * SLOT_BYTES) / SECTOR * SECTOR;
+        let chunk_max = self.zil_chunk_max();
+        if chunk_max == 0 {
+            return Ok(false);
+        }
         let records = (fill - from).div_ceil(chunk_max) as u32;
         if self.log.zil_records + records > MAX_RECORDS_PER_STRIPE {
             return Ok(false);
@@ -218,31 +260,8 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
             if slots > zil_slots {
                 return Ok(false);
             }
-            // Pick `copies` writable members with room, round robin.
+            let chosen = self.zil_pick(slots, copies);
             let n = self.array.geometry().disks();
-            let mut chosen: Vec<(usize, u32), MAX_COPIES> = Vec::new();
-            for k in 0..n {
-                if chosen.len() == copies {
-                    break;
-                }
-                let d = (self.log.zil.rr + k) % n;
-                let writable = self.array.writable(d);
-                let Some(r) = self.log.zil.rings.get(d) else {
-                    continue;
-                };
-                if !writable {
-                    continue;
-                }
-                let (start, waste) = if r.head + slots > zil_slots {
-                    (0, zil_slots - r.head)
-                } else {
-                    (r.head, 0)
-                };
-                if r.used + waste + slots <= zil_slots {
-                    let _ = chosen.push((d, start));
-                }
-            }
-            self.log.zil.rr = (self.log.zil.rr + 1) % n;
             let writable_members = (0..n).filter(|&d| self.array.writable(d)).count();
             if chosen.len() < copies.min(writable_members) || chosen.is_empty() {
                 return Ok(false);
@@ -308,7 +327,7 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
     /// Scans every present member's ring for the records of the newest stripe with a sequence
     /// number of at least `min_stripe_seq`, verifies their payloads, and returns them (sorted
     /// by record sequence) with the furthest flush mark at or past that stripe and, when some
-    /// record verified, its stripe ([`Replay::durable_stripe`]): what import's roll-forward
+    /// record verified, what they prove durable ([`Replay::durable_records`]): what import's roll-forward
     /// needs ([`Replay`]). Later record and mark numbers continue after theirs.
     pub fn zil_scan(&mut self, min_stripe_seq: u64) -> Result<Replay, IoError> {
         let mut replay = Replay::default();
@@ -326,9 +345,16 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
             }
         }
         replay.durable_mark = self.newest_mark(min_stripe_seq)?;
-        if !replay.zil_refs.is_empty() {
-            replay.durable_stripe = newest.map(|(seq, _)| seq);
-        }
+        // A flush's records start where the bytes durable before it end and follow each
+        // other in chunks of `chunk`: the `j`th of them starts `j` chunks later. A record at
+        // offset `x` so proves the bytes below `x - j * chunk` durable, at least `x % chunk`.
+        let chunk = (self.zil_chunk_max() as u64).max(1);
+        let proven = replay
+            .zil_refs
+            .iter()
+            .map(|r| u64::from(r.offset) % chunk)
+            .max();
+        replay.durable_records = newest.zip(proven).map(|((seq, _), off)| (seq, off));
         replay.zil_refs.sort_unstable_by_key(|r| r.record_seq);
         if let Some(last) = replay.zil_refs.last() {
             self.log.zil.record_seq = self.log.zil.record_seq.max(last.record_seq + 1);

@@ -68,6 +68,7 @@ regressions! {
     flush_marks_seed_4007,
     flush_marks_seed_4083,
     flush_marks_seed_8706,
+    flushed_record_rotted_seed_637380,
     flushed_write_lost_seed_120,
     flushed_write_lost_seed_73,
     flushed_write_lost_seed_82,
