@@ -12,7 +12,7 @@ use crate::format::{
     BlockPtr, FormatError, HEADER_BYTES, ITEM_ALIGN, ItemHeader, ItemKind, LUN_BLOCK, MapEntry,
     SegEntry,
 };
-use crate::raid::{Array, ArrayError, DiskSet, Geometry, Level};
+use crate::raid::{Array, ArrayError, Column, DiskSet, Geometry, Level};
 
 /// What an item read must find.
 #[derive(Debug, Clone, Copy)]
@@ -139,6 +139,24 @@ pub(crate) fn suspect_set(geo: &Geometry, i: usize) -> Option<DiskSet> {
         k -= pairs;
     }
     None
+}
+
+/// Whether member `d` holds, in stripe `s`, a data strip (a copy of one, on mirrors) that log
+/// bytes `span` touch; `sdb` is the stripe's data bytes.
+fn holds_piece(geo: &Geometry, s: u64, d: usize, span: (u64, u64), sdb: u64) -> bool {
+    let base = s * sdb;
+    let (lo, hi) = (
+        span.0.max(base) - base,
+        span.1.min(base + sdb).saturating_sub(base),
+    );
+    let strip = geo.strip_bytes() as u64;
+    match geo.column_of(s, d) {
+        Some(Column::Data(i) | Column::Mirror { data: i, .. }) => {
+            let i = i as u64;
+            i * strip < hi && (i + 1) * strip > lo
+        }
+        _ => false,
+    }
 }
 
 impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
@@ -489,10 +507,14 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
         for s in start / sdb..=(end - 1) / sdb {
             for d in bad.iter().filter(|_| blame) {
                 self.array.note_checksum_error(d);
-                self.array.events_mut().push(Event::ChecksumRepaired {
-                    disk: d as u8,
-                    stripe: s,
-                });
+                // Only the item's data strips are rewritten, so only their members count as
+                // repaired (a parity member of the set waits for the scrub).
+                if holds_piece(&geo, s, d, (start, end), sdb) {
+                    self.array.events_mut().push(Event::ChecksumRepaired {
+                        disk: d as u8,
+                        stripe: s,
+                    });
+                }
             }
             self.each_piece(ptr, at, s, |a, strip, off, good, scratch| {
                 a.heal_data(s, strip, off, good, bad, scratch)
@@ -539,5 +561,42 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
             a = piece_end;
         }
         self.counters.repair_bytes += self.array.stats().repair_bytes_written - before;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use raidcore_hal::BlockSize;
+
+    use super::*;
+
+    /// A heal names the members whose data strips the item touches, never a parity member.
+    #[test]
+    fn a_heal_repairs_only_members_holding_the_item() {
+        let geo = Geometry::try_new(Level::Raid6, 4, 4096, BlockSize::B512, 4096, 0).unwrap();
+        let sdb = geo.stripe_data_bytes() as u64;
+        let s = 3;
+        let disk = |c| geo.disk_of(s, c).unwrap();
+        let first_strip = (s * sdb + 100, s * sdb + 200);
+        assert!(holds_piece(
+            &geo,
+            s,
+            disk(Column::Data(0)),
+            first_strip,
+            sdb
+        ));
+        assert!(!holds_piece(
+            &geo,
+            s,
+            disk(Column::Data(1)),
+            first_strip,
+            sdb
+        ));
+        assert!(!holds_piece(&geo, s, disk(Column::P), first_strip, sdb));
+        assert!(!holds_piece(&geo, s, disk(Column::Q), first_strip, sdb));
+        // An item from the stripe before that ends in the second strip touches both.
+        let across = ((s - 1) * sdb + 10, s * sdb + 4096 + 1);
+        assert!(holds_piece(&geo, s, disk(Column::Data(0)), across, sdb));
+        assert!(holds_piece(&geo, s, disk(Column::Data(1)), across, sdb));
     }
 }
