@@ -727,10 +727,10 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
         let geo = self.geo;
         for (i, block) in out.chunks_exact_mut(geo.block_bytes()).enumerate() {
             let at = lba + i as u64;
-            let found = (0..geo.copies()).any(|copy| {
-                geo.disk_of(stripe, Column::Mirror { data: strip, copy })
-                    .filter(|&d| !exclude.contains(d) && self.readable(d, stripe))
-                    .is_some_and(|d| matches!(self.dev_read(d, at, block), IoOutcome::Ok))
+            let found = geo.mirror_disks(stripe, strip).any(|d| {
+                !exclude.contains(d)
+                    && self.readable(d, stripe)
+                    && matches!(self.dev_read(d, at, block), IoOutcome::Ok)
             });
             if !found {
                 return false;
@@ -981,12 +981,8 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
         match geo.level() {
             Level::Raid0 => missing == 0,
             Level::Raid5 | Level::Raid6 => missing <= geo.parity_strips(),
-            Level::Raid1 | Level::Raid10 => (0..geo.data_strips()).all(|i| {
-                (0..geo.copies()).any(|c| {
-                    geo.disk_of(stripe, Column::Mirror { data: i, copy: c })
-                        .is_some_and(|d| have.contains(d))
-                })
-            }),
+            Level::Raid1 | Level::Raid10 => (0..geo.data_strips())
+                .all(|i| geo.mirror_disks(stripe, i).any(|d| have.contains(d))),
         }
     }
 
@@ -1053,10 +1049,7 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
                 let mut bad = DiskSet::EMPTY;
                 let mut got = None;
                 let mut excluded = false;
-                for copy in 0..geo.copies() {
-                    let d = geo
-                        .disk_of(stripe, Column::Mirror { data: strip, copy })
-                        .ok_or(bug!(ArrayError))?;
+                for d in geo.mirror_disks(stripe, strip) {
                     excluded |= exclude.contains(d);
                     if exclude.contains(d) || !self.readable(d, stripe) {
                         continue;
@@ -1446,9 +1439,7 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
             return Ok(());
         }
         let holders: Vec<usize, 32> = match geo.level() {
-            Level::Raid1 | Level::Raid10 => (0..geo.copies())
-                .filter_map(|copy| geo.disk_of(stripe, Column::Mirror { data: strip, copy }))
-                .collect(),
+            Level::Raid1 | Level::Raid10 => geo.mirror_disks(stripe, strip).collect(),
             _ => geo
                 .disk_of(stripe, Column::Data(strip))
                 .into_iter()
@@ -1522,10 +1513,7 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
         }
         let blk = scratch.get_mut(..bb).ok_or(ArrayError::ScratchTooSmall)?;
         let base = geo.stripe_lba(stripe);
-        for copy in 0..geo.copies() {
-            let Some(d) = geo.disk_of(stripe, Column::Mirror { data: strip, copy }) else {
-                continue;
-            };
+        for d in geo.mirror_disks(stripe, strip) {
             if !self.readable(d, stripe) {
                 continue;
             }

@@ -317,6 +317,13 @@ impl Geometry {
         }
     }
 
+    /// Members holding copy 0, 1, … of data strip `strip` of `stripe` on a mirrored level
+    /// (RAID-1, RAID-10), in copy order; none at other levels or past the end.
+    pub fn mirror_disks(&self, stripe: u64, strip: usize) -> impl Iterator<Item = usize> + '_ {
+        (0..self.copies())
+            .filter_map(move |copy| self.disk_of(stripe, Column::Mirror { data: strip, copy }))
+    }
+
     /// The column `disk` holds in `stripe` (inverse of [`Geometry::disk_of`]).
     #[must_use]
     pub fn column_of(&self, stripe: u64, disk: usize) -> Option<Column> {
