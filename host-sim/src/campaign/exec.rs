@@ -11,6 +11,13 @@
 //! the damaged slots, counting the new one, stay within the level's tolerance; otherwise it is
 //! skipped. [`Step::Exceed`] is the one deliberate exception: from then on the seed is
 //! *over tolerance* and reads may fail, but never return other data.
+//!
+//! Over tolerance, a disk whose content nothing marks as stale must not be left as the only
+//! source: an older copy put back ([`Step::StaleCopy`], not injected over tolerance), and a
+//! failed member's device that answers again while the pool still records it failed
+//! ([`Step::Return`]: the pool had no I/O to notice, so its label still names it in sync).
+//! An import finding such a disk alone cannot tell it from a current one, and neither could
+//! md or ZFS; [`Step::Exceed`] takes those devices down with the members it fails.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -1106,6 +1113,23 @@ impl Sim {
         Ok(())
     }
 
+    /// Fails again every device in a slot the pool records failed that answers (it came back,
+    /// [`Step::Return`]): see the module docs on what over tolerance may leave as a source.
+    fn fail_returned(&mut self) {
+        for s in 0..usize::from(self.shape.disks) {
+            if self.pool().array().member(s).map(Member::state) != Some(DiskState::Failed) {
+                continue;
+            }
+            if let Some((id, h)) = self.disk_handle(s)
+                && !self.device_failed.contains(&id)
+            {
+                h.inject(Fault::Fail);
+                self.device_failed.insert(id);
+                self.may_fail.insert(id);
+            }
+        }
+    }
+
     /// Deliberately exceeds the tolerance (see [`Step::Exceed`]).
     #[allow(clippy::unnecessary_wraps, reason = "one signature for every step")]
     fn exceed(&mut self, silent: bool, pick: u32) -> StepResult {
@@ -1168,6 +1192,7 @@ impl Sim {
                     damaged.insert(s as u8);
                 }
             }
+            self.fail_returned();
             self.fault("exceed_failures");
         }
         self.over = true;

@@ -112,9 +112,7 @@ regressions! {
     resync_patched_read_seed_108816,
     resync_patched_read_seed_203751,
     resync_stale_majority_seed_6011,
-    #[ignore = "known failing: wrong data: LUN 0 LBA 4: read version 0 but the model allows [40] (over tolerance)"]
     returned_disk_unlabelled_seed_592982,
-    #[ignore = "known failing: wrong data: LUN 0 LBA 5: read version 0 but the model allows [12] (over tolerance)"]
     returned_disk_unlabelled_seed_779801,
     rot_rewritten_seed_3007294,
     rot_rewritten_seed_3015370,
