@@ -391,8 +391,12 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
         span: BlockPtr,
         mut attempt: impl FnMut(&mut Self, DiskSet) -> Result<(T, usize), IoError>,
     ) -> Result<(T, usize, DiskSet), IoError> {
+        let _ = self.array.take_lse_left();
         let err = match attempt(self, DiskSet::EMPTY) {
-            Ok((t, at)) => return Ok((t, at, DiskSet::EMPTY)),
+            Ok((t, at)) => {
+                self.heal_lse(span, at);
+                return Ok((t, at, DiskSet::EMPTY));
+            }
             Err(e) => e,
         };
         // Bytes still in memory cannot be healed from members.
@@ -416,6 +420,7 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
             if let Ok((t, at)) = attempt(self, ex) {
                 if self.pass == Pass::Live {
                     self.heal(span, at, ex);
+                    self.heal_lse(span, at);
                 } else {
                     // Import rewrites the whole stripe from checked bytes instead.
                     self.note_healed();
@@ -518,6 +523,27 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
             }
             self.each_piece(ptr, at, s, |a, strip, off, good, scratch| {
                 a.heal_data(s, strip, off, good, bad, scratch)
+            });
+        }
+    }
+
+    /// After a read of `ptr` checked (its bytes at `at` in the item buffer): writes those bytes
+    /// onto the blocks that do not read of the members whose latent sector errors the read met
+    /// and left ([`Array::take_lse_left`], [`Array::heal_unreadable`]), as md and ZFS repair a
+    /// read error, but from checked bytes only. Live reads only; blames no member (the error was counted when met).
+    ///
+    /// [`Array::take_lse_left`]: crate::raid::Array::take_lse_left
+    /// [`Array::heal_unreadable`]: crate::raid::Array::heal_unreadable
+    fn heal_lse(&mut self, ptr: BlockPtr, at: usize) {
+        let left = self.array.take_lse_left();
+        if left.is_empty() || self.pass != Pass::Live {
+            return;
+        }
+        let sdb = self.log.sdb as u64;
+        let (start, end) = (ptr.addr, ptr.addr + u64::from(ptr.len));
+        for s in start / sdb..=(end - 1) / sdb {
+            self.each_piece(ptr, at, s, |a, strip, off, good, scratch| {
+                a.heal_unreadable(s, strip, off, good, left, scratch)
             });
         }
     }

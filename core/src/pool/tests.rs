@@ -877,6 +877,36 @@ fn compressible(seed: u64) -> Vec<u8> {
     b
 }
 
+/// RAID-5: a client read around a latent sector error (no redundancy left to verify the
+/// reconstruction) gets its block from the others, and the block is rewritten with the bytes
+/// once the extent's checksum checked them (before, the array rewrote it unchecked).
+#[test]
+fn a_read_rewrites_a_latent_error_with_checked_bytes() {
+    let c = PoolConfig {
+        level: Level::Raid5,
+        ..cfg()
+    };
+    let mut p = new_pool(c, 4, 40_000);
+    let lun = p.create_lun("a", 64).unwrap();
+    p.write(lun, 0, &[block(0), block(1)].concat(), false)
+        .unwrap();
+    p.flush().unwrap();
+    p.checkpoint().unwrap();
+    let (disk, bad) = member_block_of(&mut p, lun, 1);
+    p.array_mut().disk_mut(disk).unwrap().medium = vec![bad];
+    let mut buf = vec![0u8; 4096];
+    p.read(lun, 1, &mut buf).unwrap();
+    assert_eq!(buf, block(1));
+    assert!(
+        p.array_mut().disk_mut(disk).unwrap().medium.is_empty(),
+        "the block is rewritten"
+    );
+    assert_eq!(p.status().disks[disk].errors.medium, 1);
+    let (p, _) = reimport_with(p, c);
+    let mut p = p;
+    assert_blocks(&mut p, lun, 0, 2, 0, "after the repair");
+}
+
 /// RAID-0, a latent sector error under a compressed extent of LBAs 0..8 (decoded only whole),
 /// LBA 2 rewritten but still in an open extent in RAM (its map entry still names the old
 /// extent): the scrub that finds the extent lost lists 0..2 and 3..8, not LBA 2, which reads

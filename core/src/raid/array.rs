@@ -304,9 +304,25 @@ pub struct Array<D, const N: usize> {
     host: Option<ErrorKind>,
     /// Host conditions met so far (a stripe write compares before and after).
     host_count: u32,
+    /// Members whose latent sector errors reads met and left unrewritten (the reconstruction
+    /// could not be verified), until the caller takes them to repair with checked bytes.
+    lse_left: DiskSet,
 }
 
 type Slot = usize;
+
+/// The columns one chunk of a reconstruction read ([`Array::read_columns`]).
+#[derive(Default)]
+struct ChunkColumns {
+    /// Parity-column indices not read (at most two kept: past that the stripe is lost).
+    erased: Vec<usize, 2>,
+    /// Columns not read, and how many of them only because the caller excluded them (a probe
+    /// for a damaged column, not a loss).
+    missing: usize,
+    by_exclusion: usize,
+    /// Members that met a medium error.
+    met: DiskSet,
+}
 
 /// Rows of one stripe a rebuild could not reconstruct ([`Array::rebuild_stripe_rows`]), at most
 /// eight ranges; past that the last range is widened over the rest ([`LostRows::overflowed`]),
@@ -465,6 +481,7 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
             stats: ArrayStats::default(),
             host: None,
             host_count: 0,
+            lse_left: DiskSet::EMPTY,
         })
     }
 
@@ -614,6 +631,14 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
         let m = self.members.get_mut(disk)?;
         m.state = DiskState::Failed;
         m.disk.take()
+    }
+
+    /// Members whose latent sector errors reads met since the last call and did not rewrite:
+    /// their reconstruction could not be verified by redundancy (RAID-5, or RAID-6 with two
+    /// columns out), so only bytes the caller has checked may go there
+    /// ([`Array::heal_data`]).
+    pub fn take_lse_left(&mut self) -> DiskSet {
+        core::mem::replace(&mut self.lse_left, DiskSet::EMPTY)
     }
 
     /// Counts a checksum mismatch against a member (the pool found its data wrong).
@@ -1088,7 +1113,7 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
                 let d = geo
                     .disk_of(stripe, Column::Data(strip))
                     .ok_or(bug!(ArrayError))?;
-                let mut repair = DiskSet::EMPTY;
+                let mut lse = DiskSet::EMPTY;
                 if !exclude.contains(d) && self.readable(d, stripe) {
                     match self.dev_read(d, lba, out) {
                         IoOutcome::Ok => return Ok(()),
@@ -1098,7 +1123,7 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
                             return self
                                 .read_piece_blocks(stripe, strip, off, out, scratch, exclude);
                         }
-                        IoOutcome::Failed(ErrorKind::Medium { .. }) => repair = repair.with(d),
+                        IoOutcome::Failed(ErrorKind::Medium { .. }) => lse = lse.with(d),
                         IoOutcome::Failed(_) => {}
                     }
                 }
@@ -1112,7 +1137,7 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
                     out.len(),
                     Some((strip, out)),
                     exclude,
-                    repair,
+                    (DiskSet::EMPTY, lse),
                     scratch,
                     false,
                 )
@@ -1146,14 +1171,15 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
             } else {
                 IoOutcome::Failed(ErrorKind::DeviceFailed)
             };
-            let repair = match read {
+            let lse = match read {
                 IoOutcome::Ok => continue,
                 IoOutcome::Failed(ErrorKind::Medium { .. }) => DiskSet::one(d),
                 IoOutcome::Failed(_) => DiskSet::EMPTY,
             };
             let at = off + i * bb;
             let want = Some((strip, &mut *block));
-            self.reconstruct_range(stripe, at, bb, want, exclude, repair, scratch, false)?;
+            let sets = (DiskSet::EMPTY, lse);
+            self.reconstruct_range(stripe, at, bb, want, exclude, sets, scratch, false)?;
         }
         Ok(())
     }
@@ -1203,10 +1229,55 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
         }
     }
 
+    /// Reads every column of `stripe` it can over `clen` bytes from member block `at` into its
+    /// slot of `scratch` (slots of `chunk` bytes, in parity-column order), leaving out members
+    /// in `skip`; `exclude` (a subset) says which of those the caller excluded.
+    fn read_columns(
+        &mut self,
+        stripe: u64,
+        at: u64,
+        (clen, chunk): (usize, usize),
+        (skip, exclude): (DiskSet, DiskSet),
+        scratch: &mut [u8],
+    ) -> Result<ChunkColumns, ArrayError> {
+        let geo = self.geo;
+        let ncols = geo.data_strips() + geo.parity_strips();
+        let mut cr = ChunkColumns::default();
+        for (ci, slot) in scratch.chunks_exact_mut(chunk).take(ncols).enumerate() {
+            let col = geo.parity_column(ci).ok_or(bug!(ArrayError))?;
+            let d = geo.disk_of(stripe, col).ok_or(bug!(ArrayError))?;
+            let slot = slot.get_mut(..clen).ok_or(ArrayError::ScratchTooSmall)?;
+            let ok = !skip.contains(d)
+                && self.readable(d, stripe)
+                && match self.dev_read(d, at, slot) {
+                    IoOutcome::Ok => true,
+                    IoOutcome::Failed(ErrorKind::Medium { .. }) => {
+                        cr.met = cr.met.with(d);
+                        false
+                    }
+                    IoOutcome::Failed(_) => false,
+                };
+            if !ok {
+                cr.missing += 1;
+                cr.by_exclusion += usize::from(exclude.contains(d));
+                // Past two the stripe is lost anyway (the caller checks).
+                let _ = cr.erased.push(ci);
+            }
+        }
+        Ok(cr)
+    }
+
     /// Reconstructs bytes `off..off + len` of every column of a parity stripe, chunk by chunk,
     /// treating `exclude` members as erased. Copies data strip `want.0` into `want.1` and
-    /// rewrites the columns of members in `repair` (and of members that meet a medium error on
-    /// the way) with the reconstructed bytes. With `check`, a chunk whose remaining redundancy
+    /// rewrites the columns of members in `repair` (checked by the caller) with the
+    /// reconstructed bytes, and with them blocks of other members that meet a latent sector
+    /// error on the way. A plain read (`repair` empty) rewrites those, and the columns of
+    /// members in `lse` (the read met a latent sector error there), only when redundancy left
+    /// over (RAID-6 with one column erased) verified the reconstruction, and otherwise leaves
+    /// them to [`Array::take_lse_left`]: one made from a silently bad column (a
+    /// misdirected write onto parity) would turn the latent error into silent damage, and the
+    /// item checksums above would then find two bad columns where there was one. With
+    /// `check`, a chunk whose remaining redundancy
     /// (RAID-6 with one column erased) disagrees with the reconstruction stops the work before
     /// anything of it is written, and the result is `Ok(false)`.
     #[allow(clippy::too_many_arguments)]
@@ -1217,7 +1288,7 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
         len: usize,
         mut want: Option<(usize, &mut [u8])>,
         exclude: DiskSet,
-        repair: DiskSet,
+        (repair, lse): (DiskSet, DiskSet),
         scratch: &mut [u8],
         check: bool,
     ) -> Result<bool, ArrayError> {
@@ -1233,47 +1304,25 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
         let ncols = k + geo.parity_strips();
         let base = geo.stripe_lba(stripe);
         let mut met = DiskSet::EMPTY;
+        // Whether every chunk's reconstruction agreed with redundancy left over to check it.
+        let mut verified = true;
         let mut done = 0;
         while done < len {
             let clen = chunk.min(len - done);
             let at = base + ((off + done) / bb) as u64;
-            let mut erased: Vec<usize, 2> = Vec::new();
-            let mut erased_disks = DiskSet::EMPTY;
-            // Columns missing in all, and how many of them only because the caller excluded
-            // them (a probe for a damaged column, not a loss).
-            let (mut missing, mut by_exclusion) = (0usize, 0usize);
-            let mut rewrite = repair;
             // A member that meets a medium error over one block gets that block; over more,
-            // only the blocks that do not read, once the range is done.
-            let one_block = clen == bb;
-            // Read every column we can into its slot.
-            for (ci, slot) in scratch.chunks_exact_mut(chunk).take(ncols).enumerate() {
-                let col = geo.parity_column(ci).ok_or(bug!(ArrayError))?;
-                let d = geo.disk_of(stripe, col).ok_or(bug!(ArrayError))?;
-                let slot = slot.get_mut(..clen).ok_or(ArrayError::ScratchTooSmall)?;
-                let ok = !exclude.contains(d)
-                    && !repair.contains(d)
-                    && self.readable(d, stripe)
-                    && match self.dev_read(d, at, slot) {
-                        IoOutcome::Ok => true,
-                        IoOutcome::Failed(ErrorKind::Medium { .. }) if one_block => {
-                            rewrite = rewrite.with(d);
-                            false
-                        }
-                        IoOutcome::Failed(ErrorKind::Medium { .. }) => {
-                            met = met.with(d);
-                            false
-                        }
-                        IoOutcome::Failed(_) => false,
-                    };
-                if !ok {
-                    erased_disks = erased_disks.with(d);
-                    missing += 1;
-                    by_exclusion += usize::from(exclude.contains(d));
-                    // Past two the stripe is lost anyway (checked below).
-                    let _ = erased.push(ci);
-                }
-            }
+            // only the blocks that do not read, once the range is done. Only when the
+            // reconstruction is verified: one made from an unchecked column (a misdirected
+            // write on parity) would turn the latent error into silent damage.
+            let skip = DiskSet(exclude.0 | repair.0 | lse.0);
+            let cr = self.read_columns(stripe, at, (clen, chunk), (skip, exclude), scratch)?;
+            let (erased, missing, by_exclusion) = (cr.erased, cr.missing, cr.by_exclusion);
+            let met_here = if clen == bb {
+                DiskSet(lse.0 | cr.met.0)
+            } else {
+                met = DiskSet(met.0 | cr.met.0);
+                lse
+            };
             if missing > geo.parity_strips() {
                 if missing - by_exclusion > geo.parity_strips() {
                     self.events.push(Event::Unrecoverable { stripe });
@@ -1288,13 +1337,26 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
                 }
                 parity::reconstruct(&mut cols, scheme, &erased)
                     .map_err(|_| ArrayError::Misaligned)?;
-                if check
-                    && erased.len() < geo.parity_strips()
-                    && check_columns(&cols, scheme)? != parity::CheckResult::Consistent
-                {
+                let checkable = erased.len() < geo.parity_strips();
+                let wanted = check || !met_here.is_empty() || !met.is_empty();
+                let consistent = checkable
+                    && wanted
+                    && check_columns(&cols, scheme)? == parity::CheckResult::Consistent;
+                if check && checkable && !consistent {
                     return Ok(false);
                 }
+                verified &= consistent || !wanted;
             }
+            // A caller that names members to repair has accepted the reconstruction for them
+            // (it checked the stripe, or rebuilds a member from it): blocks with latent errors
+            // met on the way take it too.
+            let trusted = verified || !repair.is_empty();
+            let rewrite = if trusted {
+                DiskSet(repair.0 | met_here.0)
+            } else {
+                self.lse_left = DiskSet(self.lse_left.0 | met_here.0);
+                repair
+            };
             if !erased.is_empty() {
                 self.stats.reconstructions += 1;
             }
@@ -1325,7 +1387,11 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
             done += clen;
         }
         // Best effort: the range is read whatever these rewrites meet.
-        let _ = self.repair_unreadable_in(stripe, (off, len), met, exclude, scratch);
+        if verified || !repair.is_empty() {
+            let _ = self.repair_unreadable_in(stripe, (off, len), met, exclude, scratch);
+        } else {
+            self.lse_left = DiskSet(self.lse_left.0 | met.0);
+        }
         Ok(true)
     }
 
@@ -1395,7 +1461,8 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
                 self.repair(stripe, row * bb, bb, bad, scratch)?;
             } else {
                 let at = row * bb;
-                self.reconstruct_range(stripe, at, bb, None, exclude, bad, scratch, false)?;
+                let sets = (bad, DiskSet::EMPTY);
+                self.reconstruct_range(stripe, at, bb, None, exclude, sets, scratch, false)?;
             }
         }
         Ok((self.stats.repair_bytes_written - before) / bb as u64)
@@ -1429,22 +1496,14 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
         let geo = self.geo;
         let bb = geo.block_bytes();
         let end = off + good.len();
-        if stripe >= geo.stripes() || strip >= geo.data_strips() || end > geo.strip_bytes() {
-            return Err(ArrayError::OutOfRange);
-        }
+        self.check_piece(stripe, strip, off, good.len())?;
         if scratch.len() < self.scratch_min_bytes() {
             return Err(ArrayError::ScratchTooSmall);
         }
         if good.is_empty() {
             return Ok(());
         }
-        let holders: Vec<usize, 32> = match geo.level() {
-            Level::Raid1 | Level::Raid10 => geo.mirror_disks(stripe, strip).collect(),
-            _ => geo
-                .disk_of(stripe, Column::Data(strip))
-                .into_iter()
-                .collect(),
-        };
+        let holders = self.holders(stripe, strip);
         let base = geo.stripe_lba(stripe);
         let (lo, hi) = (off / bb * bb, end.div_ceil(bb) * bb);
         for d in holders {
@@ -1503,32 +1562,99 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
         scratch: &mut [u8],
     ) -> Result<(), ArrayError> {
         let geo = self.geo;
-        let bb = geo.block_bytes();
-        let end = off + good.len();
-        if stripe >= geo.stripes() || strip >= geo.data_strips() || end > geo.strip_bytes() {
-            return Err(ArrayError::OutOfRange);
-        }
+        self.check_piece(stripe, strip, off, good.len())?;
         if !matches!(geo.level(), Level::Raid1 | Level::Raid10) {
             return Ok(());
         }
-        let blk = scratch.get_mut(..bb).ok_or(ArrayError::ScratchTooSmall)?;
-        let base = geo.stripe_lba(stripe);
         for d in geo.mirror_disks(stripe, strip) {
-            if !self.readable(d, stripe) {
+            self.patch_blocks(d, stripe, off, good, scratch, false)?;
+        }
+        Ok(())
+    }
+
+    /// Writes `good` (checked by the caller, over bytes `off..off + good.len()` of data strip
+    /// `strip` of `stripe`) onto the member blocks of its holders in `disks` (a mirror's
+    /// copies, or the data member) that do not read: the repair of latent sector errors a
+    /// read met and could not verify ([`Array::take_lse_left`]). Blocks that read are left as
+    /// they are, and so is a block the range covers only in part.
+    ///
+    /// # Errors
+    /// [`ArrayError::OutOfRange`], [`ArrayError::ScratchTooSmall`].
+    pub fn heal_unreadable(
+        &mut self,
+        stripe: u64,
+        strip: usize,
+        off: usize,
+        good: &[u8],
+        disks: DiskSet,
+        scratch: &mut [u8],
+    ) -> Result<(), ArrayError> {
+        self.check_piece(stripe, strip, off, good.len())?;
+        for d in self.holders(stripe, strip) {
+            if disks.contains(d) {
+                self.patch_blocks(d, stripe, off, good, scratch, true)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// `Err(OutOfRange)` unless bytes `off..off + len` of data strip `strip` of `stripe` exist.
+    fn check_piece(
+        &self,
+        stripe: u64,
+        strip: usize,
+        off: usize,
+        len: usize,
+    ) -> Result<(), ArrayError> {
+        let geo = &self.geo;
+        if stripe >= geo.stripes() || strip >= geo.data_strips() || off + len > geo.strip_bytes() {
+            return Err(ArrayError::OutOfRange);
+        }
+        Ok(())
+    }
+
+    /// Members holding data strip `strip` of `stripe`: its copies on mirrors, else its member.
+    fn holders(&self, stripe: u64, strip: usize) -> Vec<usize, 32> {
+        match self.geo.level() {
+            Level::Raid1 | Level::Raid10 => self.geo.mirror_disks(stripe, strip).collect(),
+            _ => self
+                .geo
+                .disk_of(stripe, Column::Data(strip))
+                .into_iter()
+                .collect(),
+        }
+    }
+
+    /// Writes `good` over bytes `off..` of member `d`'s strip in `stripe`, block by block: a
+    /// block that does not read is written when the range covers it whole; one that reads is
+    /// written (patched) when it differs, unless `unreadable_only`. Skips a member not
+    /// readable at `stripe`. `scratch`: one member block.
+    fn patch_blocks(
+        &mut self,
+        d: usize,
+        stripe: u64,
+        off: usize,
+        good: &[u8],
+        scratch: &mut [u8],
+        unreadable_only: bool,
+    ) -> Result<(), ArrayError> {
+        let bb = self.geo.block_bytes();
+        let blk = scratch.get_mut(..bb).ok_or(ArrayError::ScratchTooSmall)?;
+        if !self.readable(d, stripe) {
+            return Ok(());
+        }
+        let (base, end) = (self.geo.stripe_lba(stripe), off + good.len());
+        for at in (off / bb * bb..end).step_by(bb) {
+            let (from, to) = (at.max(off), (at + bb).min(end));
+            let src = good.get(from - off..to - off).ok_or(bug!(ArrayError))?;
+            let lba = base + (at / bb) as u64;
+            let read = matches!(self.dev_read(d, lba, blk), IoOutcome::Ok);
+            let dst = blk.get_mut(from - at..to - at).ok_or(bug!(ArrayError))?;
+            if (read && (unreadable_only || dst == src)) || (!read && to - from < bb) {
                 continue;
             }
-            for at in (off / bb * bb..end).step_by(bb) {
-                let (from, to) = (at.max(off), (at + bb).min(end));
-                let src = good.get(from - off..to - off).ok_or(bug!(ArrayError))?;
-                let lba = base + (at / bb) as u64;
-                let read = matches!(self.dev_read(d, lba, blk), IoOutcome::Ok);
-                let dst = blk.get_mut(from - at..to - at).ok_or(bug!(ArrayError))?;
-                if (read && dst == src) || (!read && to - from < bb) {
-                    continue;
-                }
-                dst.copy_from_slice(src);
-                self.repair_write(d, lba, blk);
-            }
+            dst.copy_from_slice(src);
+            self.repair_write(d, lba, blk);
         }
         Ok(())
     }
@@ -1563,7 +1689,8 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
         match geo.level() {
             Level::Raid0 => Err(ArrayError::Unrecoverable { stripe }),
             Level::Raid5 | Level::Raid6 => {
-                self.reconstruct_range(stripe, off, len, None, disks, disks, scratch, check)
+                let sets = (disks, DiskSet::EMPTY);
+                self.reconstruct_range(stripe, off, len, None, disks, sets, scratch, check)
             }
             Level::Raid1 | Level::Raid10 => {
                 // Checking compares the surviving copies, so it needs a second chunk buffer.

@@ -202,8 +202,36 @@ fn degraded_reads_and_too_many_failures() {
     }
 }
 
+/// A latent sector error under a read on RAID-6 with every other column present: the
+/// reconstruction is verified by the parity left over, and the block is rewritten (only it).
 #[test]
 fn medium_error_is_reconstructed_and_rewritten() {
+    let mut a = array(Level::Raid6, 5, 4096, 4);
+    let all = fill(&mut a, 3);
+    let g = *a.geometry();
+    let d = g.disk_of(1, Column::Data(2)).unwrap();
+    let bad = g.stripe_lba(1) + 3;
+    a.disk_mut(d).unwrap().medium.push(bad);
+    let mut buf = vec![0u8; all.len()];
+    let mut scratch = vec![0u8; 5 * 4096];
+    a.read(0, &mut buf, &mut scratch).unwrap();
+    assert_eq!(buf, all);
+    assert!(a.disk_mut(d).unwrap().medium.is_empty(), "block rewritten");
+    assert!(a.take_lse_left().is_empty());
+    assert_eq!(a.member(d).unwrap().state(), DiskState::Online);
+    assert_eq!(a.member(d).unwrap().errors().medium, 1);
+    // Only the block that did not read is rewritten, not the rest of the piece.
+    assert!(a.events().iter().any(|(_, e)| matches!(
+        e,
+        Event::Repaired { disk, lba, blocks: 1 } if *disk as usize == d && *lba == bad
+    )));
+}
+
+/// RAID-5 has no redundancy left to verify a reconstruction around a latent sector error:
+/// the read returns it, but the block is left for a caller that checks the bytes
+/// ([`Array::take_lse_left`] names the member).
+#[test]
+fn medium_error_on_raid5_is_left_for_a_checked_repair() {
     let mut a = array(Level::Raid5, 4, 4096, 4);
     let all = fill(&mut a, 3);
     let g = *a.geometry();
@@ -214,14 +242,38 @@ fn medium_error_is_reconstructed_and_rewritten() {
     let mut scratch = vec![0u8; 4 * 4096];
     a.read(0, &mut buf, &mut scratch).unwrap();
     assert_eq!(buf, all);
-    assert!(a.disk_mut(d).unwrap().medium.is_empty(), "block rewritten");
-    assert_eq!(a.member(d).unwrap().state(), DiskState::Online);
+    assert_eq!(
+        a.disk_mut(d).unwrap().medium,
+        vec![bad],
+        "block not rewritten"
+    );
+    assert_eq!(a.take_lse_left(), DiskSet::one(d));
     assert_eq!(a.member(d).unwrap().errors().medium, 1);
-    // Only the block that did not read is rewritten, not the rest of the piece.
-    assert!(a.events().iter().any(|(_, e)| matches!(
-        e,
-        Event::Repaired { disk, lba, blocks: 1 } if *disk as usize == d && *lba == bad
-    )));
+}
+
+/// Seed 794086: parity silently wrong (a misdirected write) under a latent sector error on
+/// RAID-6. The reconstruction from it disagrees with Q, so the block keeps its error rather
+/// than taking the wrong bytes (which made two bad columns of one, and data lost once a
+/// member failed).
+#[test]
+fn medium_error_over_bad_parity_is_not_rewritten() {
+    let mut a = array(Level::Raid6, 5, 4096, 4);
+    fill(&mut a, 3);
+    let g = *a.geometry();
+    let d = g.disk_of(1, Column::Data(2)).unwrap();
+    let p = g.disk_of(1, Column::P).unwrap();
+    let bad = g.stripe_lba(1) + 3;
+    a.disk_mut(p).unwrap().data[bad as usize * 512] ^= 0x5a;
+    a.disk_mut(d).unwrap().medium.push(bad);
+    let mut buf = vec![0u8; g.stripe_data_bytes() * 4];
+    let mut scratch = vec![0u8; 5 * 4096];
+    let _ = a.read(0, &mut buf, &mut scratch);
+    assert_eq!(
+        a.disk_mut(d).unwrap().medium,
+        vec![bad],
+        "block not rewritten"
+    );
+    assert_eq!(a.take_lse_left(), DiskSet::one(d));
 }
 
 /// A sector that takes no write (a drive out of spares) becomes a hole of its member, as md's

@@ -76,6 +76,7 @@ regressions! {
     import_transient_seed_67,
     latent_error_log_header_seed_7201436,
     latent_error_metadata_seed_7100252,
+    latent_error_over_bad_parity_seed_794086,
     latent_error_resync_seed_7928334,
     log_stuck_seed_728,
     log_window_full_seed_9915,
