@@ -636,7 +636,7 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
     /// Members whose latent sector errors reads met since the last call and did not rewrite:
     /// their reconstruction could not be verified by redundancy (RAID-5, or RAID-6 with two
     /// columns out), so only bytes the caller has checked may go there
-    /// ([`Array::heal_data`]).
+    /// ([`Array::heal_unreadable`]).
     pub fn take_lse_left(&mut self) -> DiskSet {
         core::mem::replace(&mut self.lse_left, DiskSet::EMPTY)
     }
@@ -1276,10 +1276,10 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
     /// over (RAID-6 with one column erased) verified the reconstruction, and otherwise leaves
     /// them to [`Array::take_lse_left`]: one made from a silently bad column (a
     /// misdirected write onto parity) would turn the latent error into silent damage, and the
-    /// item checksums above would then find two bad columns where there was one. With
-    /// `check`, a chunk whose remaining redundancy
-    /// (RAID-6 with one column erased) disagrees with the reconstruction stops the work before
-    /// anything of it is written, and the result is `Ok(false)`.
+    /// item checksums above would then find two bad columns where there was one. With `check`,
+    /// a chunk whose remaining redundancy (RAID-6 with one column erased) disagrees with the
+    /// reconstruction stops the work before anything of it is written, and the result is
+    /// `Ok(false)`.
     #[allow(clippy::too_many_arguments)]
     fn reconstruct_range(
         &mut self,
