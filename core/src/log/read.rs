@@ -530,7 +530,8 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
     /// After a read of `ptr` checked (its bytes at `at` in the item buffer): writes those bytes
     /// onto the blocks that do not read of the members whose latent sector errors the read met
     /// and left ([`Array::take_lse_left`], [`Array::heal_unreadable`]), as md and ZFS repair a
-    /// read error, but from checked bytes only. Live reads only; blames no member (the error was counted when met).
+    /// read error, but from checked bytes only. Live reads only; blames no member (the error
+    /// was counted when met).
     ///
     /// [`Array::take_lse_left`]: crate::raid::Array::take_lse_left
     /// [`Array::heal_unreadable`]: crate::raid::Array::heal_unreadable
