@@ -902,8 +902,7 @@ fn a_read_rewrites_a_latent_error_with_checked_bytes() {
         "the block is rewritten"
     );
     assert_eq!(p.status().disks[disk].errors.medium, 1);
-    let (p, _) = reimport_with(p, c);
-    let mut p = p;
+    let (mut p, _) = reimport_with(p, c);
     assert_blocks(&mut p, lun, 0, 2, 0, "after the repair");
 }
 

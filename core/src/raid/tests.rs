@@ -202,16 +202,24 @@ fn degraded_reads_and_too_many_failures() {
     }
 }
 
-/// A latent sector error under a read on RAID-6 with every other column present: the
-/// reconstruction is verified by the parity left over, and the block is rewritten (only it).
-#[test]
-fn medium_error_is_reconstructed_and_rewritten() {
-    let mut a = array(Level::Raid6, 5, 4096, 4);
+/// An array of `level` on `n` disks (4 KiB strips, 4 stripes) filled with pattern 3, and a
+/// latent sector error on block 3 of data strip 2 of stripe 1: the array, the data, that
+/// member and the member block.
+fn latent_error_under_data(level: Level, n: usize) -> (Array<RamDisk, 32>, Vec<u8>, usize, u64) {
+    let mut a = array(level, n, 4096, 4);
     let all = fill(&mut a, 3);
     let g = *a.geometry();
     let d = g.disk_of(1, Column::Data(2)).unwrap();
     let bad = g.stripe_lba(1) + 3;
     a.disk_mut(d).unwrap().medium.push(bad);
+    (a, all, d, bad)
+}
+
+/// A latent sector error under a read on RAID-6 with every other column present: the
+/// reconstruction is verified by the parity left over, and the block is rewritten (only it).
+#[test]
+fn medium_error_is_reconstructed_and_rewritten() {
+    let (mut a, all, d, bad) = latent_error_under_data(Level::Raid6, 5);
     let mut buf = vec![0u8; all.len()];
     let mut scratch = vec![0u8; 5 * 4096];
     a.read(0, &mut buf, &mut scratch).unwrap();
@@ -232,12 +240,7 @@ fn medium_error_is_reconstructed_and_rewritten() {
 /// ([`Array::take_lse_left`] names the member).
 #[test]
 fn medium_error_on_raid5_is_left_for_a_checked_repair() {
-    let mut a = array(Level::Raid5, 4, 4096, 4);
-    let all = fill(&mut a, 3);
-    let g = *a.geometry();
-    let d = g.disk_of(1, Column::Data(2)).unwrap();
-    let bad = g.stripe_lba(1) + 3;
-    a.disk_mut(d).unwrap().medium.push(bad);
+    let (mut a, all, d, bad) = latent_error_under_data(Level::Raid5, 4);
     let mut buf = vec![0u8; all.len()];
     let mut scratch = vec![0u8; 4 * 4096];
     a.read(0, &mut buf, &mut scratch).unwrap();
@@ -257,15 +260,10 @@ fn medium_error_on_raid5_is_left_for_a_checked_repair() {
 /// member failed).
 #[test]
 fn medium_error_over_bad_parity_is_not_rewritten() {
-    let mut a = array(Level::Raid6, 5, 4096, 4);
-    fill(&mut a, 3);
-    let g = *a.geometry();
-    let d = g.disk_of(1, Column::Data(2)).unwrap();
-    let p = g.disk_of(1, Column::P).unwrap();
-    let bad = g.stripe_lba(1) + 3;
+    let (mut a, all, d, bad) = latent_error_under_data(Level::Raid6, 5);
+    let p = a.geometry().disk_of(1, Column::P).unwrap();
     a.disk_mut(p).unwrap().data[bad as usize * 512] ^= 0x5a;
-    a.disk_mut(d).unwrap().medium.push(bad);
-    let mut buf = vec![0u8; g.stripe_data_bytes() * 4];
+    let mut buf = vec![0u8; all.len()];
     let mut scratch = vec![0u8; 5 * 4096];
     let _ = a.read(0, &mut buf, &mut scratch);
     assert_eq!(
