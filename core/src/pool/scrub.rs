@@ -255,10 +255,12 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         let stripe_end = stripe_lo + sdb;
         let seg = self.log.seg_of(stripe_lo);
         let mut walk = self.scrub_items(seg, Some((stripe_lo, stripe_end)))?;
-        if walk.healed_in_range {
-            // A heal write can be lost too (on the very member that held the bad column): read
-            // the items again, and call the data checked only if they now check as they lie.
-            // Parity rewritten from data whose repair never landed lost it for good.
+        if walk.healed_in_range || walk.repaired > 0 {
+            // A heal write can be lost too (on the very member that held the bad column), or
+            // land elsewhere (a misdirected heal of an item outside the stripe hits one in
+            // it): read the items again, and call the data checked only if they now check as
+            // they lie. Parity rewritten from data whose repair never landed, or from data a
+            // stray heal overwrote, lost it for good.
             walk = self.scrub_items(seg, Some((stripe_lo, stripe_end)))?;
         }
         let mut again = self.verify(s)?;

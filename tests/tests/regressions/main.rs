@@ -128,6 +128,7 @@ regressions! {
     scrub_lost_item_syndrome_seed_20792,
     scrub_member_dropped_seed_102676,
     scrub_member_left_seed_432064,
+    scrub_misdirected_heal_seed_967881,
     scrub_pad_header_seed_6523,
     scrub_parity_medium_seed_17,
     #[ignore = "known failing: a scrub of a pool without silent damage repaired 24 and could not repair 0 blocks"]
