@@ -14,6 +14,7 @@
 //! rewrites the bad member's bytes (self-healing). Data that no combination explains is an
 //! error, never returned.
 
+mod mixed;
 pub(crate) mod read;
 pub(crate) mod replay;
 pub(crate) mod segments;
@@ -111,6 +112,8 @@ pub(crate) struct LogIo<'a, D, const N: usize> {
     /// Import only: verified intent-log records, oldest first.
     pub patches: &'a [ZilRef],
     pub pass: Pass,
+    /// Set only while a mixed read ([`LogIo::read_mixed`]) attempts a plan.
+    pub plan: Option<mixed::Plan>,
 }
 
 impl Log {

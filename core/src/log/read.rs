@@ -200,7 +200,7 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
                 dst.copy_from_slice(src);
             } else {
                 let want = (addr.max(at), (addr + len as u64).min(piece_end));
-                match self.array.read_excluding(at, dst, self.scratch, exclude) {
+                match self.read_planned(at, dst, exclude) {
                     Ok(()) => {}
                     // Bytes the records cover whole need nothing from the members: the stripe
                     // open at the crash was never written there.
@@ -384,8 +384,9 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
     /// The read every checked load shares: `attempt` reads the log bytes of `span` leaving out
     /// a set of members, checks them, and returns what it found and where `span`'s first byte
     /// lies in `self.item`. Tried with the members as they lie, then without each
-    /// [`suspect_set`] in turn; the first set that checks has its members healed (live reads;
-    /// import rewrites whole stripes instead) and is returned with its result.
+    /// [`suspect_set`] in turn, then with each row from its own reconstruction
+    /// ([`Self::read_mixed`]); the first read that checks has the members it left out healed
+    /// (live reads; import rewrites whole stripes instead) and is returned with its result.
     fn read_checked<T>(
         &mut self,
         span: BlockPtr,
@@ -427,6 +428,11 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
                 }
                 return Ok((t, at, ex));
             }
+        }
+        // Rows that need different members left out.
+        if let Some(found) = self.read_mixed(span, &mut attempt) {
+            self.heal_lse(span, found.1);
+            return Ok(found);
         }
         // Not in roll-forward's first pass, which finds where the log ends: an unreadable item
         // there is most often the torn tail (writes never flushed). A loss before the end is

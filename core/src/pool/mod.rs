@@ -913,6 +913,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             counters: &mut self.counters,
             patches: &[],
             pass,
+            plan: None,
         };
         let rest = Rest {
             luns: &mut self.luns,

@@ -86,7 +86,6 @@ regressions! {
     loss_open_extent_seed_1610,
     lost_within_tolerance_seed_228803018,
     lost_heal_write_seed_2540,
-    #[ignore = "known failing: read of LUN 0 LBA 0+32 failed within tolerance after a clean shutdown and import"]
     lost_two_misdirects_seed_905553,
     lost_within_tolerance_seed_438648,
     lost_within_tolerance_seed_515588,

@@ -119,6 +119,7 @@ impl Rig {
             counters: &mut self.counters,
             patches,
             pass: Pass::FindEnd { healed: false },
+            plan: None,
         }
     }
 
