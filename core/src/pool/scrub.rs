@@ -192,7 +192,18 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
                 rep = self.verify(s)?;
             }
         }
-        let (rep_blocks, lost) = self.check_stripe(s, &rep, blame)?;
+        let (mut rep_blocks, mut lost) = self.check_stripe(s, &rep, blame)?;
+        // A repair reads around a latent sector error from the next copy or column, which can
+        // leave the stripe still inconsistent where that source differs: check it once more
+        // rather than call it done.
+        if rep_blocks > 0 && lost == 0 {
+            let again = self.verify(s)?;
+            if !again.consistent() {
+                let (more, left) = self.check_stripe(s, &again, blame)?;
+                rep_blocks += more;
+                lost = left;
+            }
+        }
         Ok((fixed + rep_blocks, lost))
     }
 

@@ -130,7 +130,6 @@ regressions! {
     scrub_misdirected_heal_seed_967881,
     scrub_pad_header_seed_6523,
     scrub_parity_medium_seed_17,
-    #[ignore = "known failing: a scrub of a pool without silent damage repaired 24 and could not repair 0 blocks"]
     scrub_repaired_clean_seed_898567,
     scrub_rotten_parity_seed_102676,
     scrub_superblock_copy_seed_8516,
