@@ -17,7 +17,8 @@
 //! failed member's device that answers again while the pool still records it failed
 //! ([`Step::Return`]: the pool had no I/O to notice, so its label still names it in sync).
 //! An import finding such a disk alone cannot tell it from a current one, and neither could
-//! md or ZFS; [`Step::Exceed`] takes those devices down with the members it fails.
+//! md or ZFS; [`Step::Exceed`] takes those devices down with the members it fails, and a
+//! disk the pool dropped earlier is no longer pushed back in by mistake at a power cut.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -1263,7 +1264,9 @@ impl Sim {
         });
         let mut src = Source::seeded(self.shape.seed ^ u64::from(shuffle) << 20);
         // Disks the pool dropped while the power was off are still in the enclosure; one
-        // pulled earlier may be pushed back in by mistake.
+        // pulled earlier may be pushed back in by mistake, but not past tolerance: with the
+        // current members gone it could be the only source, and a stale disk alone carries a
+        // label naming itself in sync (see `fail_returned`).
         let back: Vec<Dropped> = {
             let mut y = self
                 .yard
@@ -1273,7 +1276,7 @@ impl Sim {
             while let Some(i) = y.iter().position(|d| d.during_cut) {
                 back.push(y.remove(i));
             }
-            if !y.is_empty() && src.chance(500) {
+            if !self.over && !y.is_empty() && src.chance(500) {
                 let i = src.below(y.len() as u64) as usize;
                 back.push(y.remove(i));
                 self.stats.stale_disks_offered += 1;

@@ -102,6 +102,7 @@ regressions! {
     older_root_durable_seed_523016947,
     online_silent_damage_seed_5125893,
     other_data_past_tolerance_seed_461359,
+    other_data_past_tolerance_seed_925588,
     raid0_spare_seed_9112,
     rebuild_cursor_seed_836,
     rebuild_end_flush_seed_6007,
