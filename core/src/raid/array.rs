@@ -270,7 +270,7 @@ impl core::error::Error for ArrayError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct VerifyReport {
-    /// Chunks whose parity (or mirror copies) disagreed.
+    /// Chunks whose parity (or mirror copies) disagreed; around a latent sector error, rows.
     pub mismatched_chunks: u32,
     /// Members whose strip disagrees, when the check can tell (RAID-6 syndrome, or a mirror
     /// majority). Empty when it cannot (RAID-5, two-way mirrors) or when all agree.
@@ -289,6 +289,19 @@ impl VerifyReport {
     #[must_use]
     pub const fn consistent(&self) -> bool {
         self.mismatched_chunks == 0
+    }
+
+    /// Counts a chunk that disagreed; `votes` keeps the suspect while every such chunk names
+    /// the same one.
+    fn vote(&mut self, votes: &mut Votes, verdict: Chunk) {
+        if let Chunk::Disagree(s) = verdict {
+            self.mismatched_chunks += 1;
+            *votes = match *votes {
+                Votes::NoneYet => Votes::Named(s),
+                Votes::Named(prev) if prev == s => Votes::Named(prev),
+                Votes::Named(_) => Votes::Named(None),
+            };
+        }
     }
 }
 
@@ -1882,7 +1895,9 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
     }
 
     /// Reads every strip of `stripe` and checks that parity (or the mirror copies) agree, without
-    /// changing anything (the scrub primitive). Unreadable members are reported, not fatal.
+    /// changing anything (the scrub primitive). Unreadable members are reported, not fatal; a
+    /// member with latent sector errors in a chunk is left out only of the rows it does not
+    /// read (md checks around a bad block the same way), so the rest of its strip is checked.
     pub fn verify_stripe(
         &mut self,
         stripe: u64,
@@ -1901,46 +1916,95 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
         let chunk = (scratch.len() / n / bb * bb).min(sb);
         let base = geo.stripe_lba(stripe);
         let mut rep = VerifyReport::default();
-        let mut suspect_votes: Option<Option<usize>> = None;
+        let mut votes = Votes::NoneYet;
+        // Members out for the whole stripe: not readable, or a read error other than medium.
+        let mut gone = DiskSet::EMPTY;
         let mut off = 0;
         while off < sb {
             let clen = chunk.min(sb - off);
             let at = base + (off / bb) as u64;
+            let mut medium = DiskSet::EMPTY;
             // Slot i holds member i's strip bytes.
             for (d, slot) in scratch.chunks_exact_mut(chunk).take(n).enumerate() {
                 let slot = slot.get_mut(..clen).ok_or(ArrayError::ScratchTooSmall)?;
-                if rep.unreadable.contains(d) {
+                if gone.contains(d) {
                     continue;
                 }
-                let ok =
-                    self.readable(d, stripe) && matches!(self.dev_read(d, at, slot), IoOutcome::Ok);
-                if !ok {
-                    rep.unreadable = rep.unreadable.with(d);
+                if !self.readable(d, stripe) {
+                    gone = gone.with(d);
+                    continue;
+                }
+                match self.dev_read(d, at, slot) {
+                    IoOutcome::Ok => {}
+                    IoOutcome::Failed(ErrorKind::Medium { .. }) => medium = medium.with(d),
+                    IoOutcome::Failed(_) => gone = gone.with(d),
                 }
             }
-            let verdict = match geo.level() {
-                Level::Raid0 => Chunk::Agree,
-                Level::Raid5 | Level::Raid6 => {
-                    self.check_parity_chunk(stripe, scratch, chunk, clen, &mut rep)?
-                }
-                Level::Raid1 | Level::Raid10 => {
-                    Self::check_mirror_chunk(&geo, stripe, scratch, chunk, clen, rep.unreadable)?
-                }
-            };
-            if let Chunk::Disagree(s) = verdict {
-                rep.mismatched_chunks += 1;
-                suspect_votes = match suspect_votes {
-                    None => Some(s),
-                    Some(prev) if prev == s => Some(prev),
-                    Some(_) => Some(None),
-                };
+            rep.unreadable = DiskSet(rep.unreadable.0 | gone.0 | medium.0);
+            if medium.is_empty() {
+                let v = self.check_chunk(stripe, scratch, chunk, (0, clen), gone, &mut rep)?;
+                rep.vote(&mut votes, v);
+            } else {
+                let rows = (at, clen, medium, gone);
+                self.verify_rows(stripe, scratch, chunk, rows, &mut rep, &mut votes)?;
             }
             off += clen;
         }
-        if let Some(Some(d)) = suspect_votes {
+        if let Votes::Named(Some(d)) = votes {
             rep.suspects = DiskSet::one(d);
         }
         Ok(rep)
+    }
+
+    /// The chunk of [`Self::verify_stripe`] at member block `at` (`clen` bytes), where the
+    /// members of `medium` met latent sector errors: each row checked on its own, with those
+    /// members read block by block and left out of the rows they do not read.
+    fn verify_rows(
+        &mut self,
+        stripe: u64,
+        scratch: &mut [u8],
+        chunk: usize,
+        (at, clen, medium, gone): (u64, usize, DiskSet, DiskSet),
+        rep: &mut VerifyReport,
+        votes: &mut Votes,
+    ) -> Result<(), ArrayError> {
+        let bb = self.geo.block_bytes();
+        for row in (0..clen).step_by(bb) {
+            let lba = at + (row / bb) as u64;
+            let mut missing = gone;
+            for d in medium.iter() {
+                let start = d * chunk + row;
+                let blk = scratch.get_mut(start..start + bb).ok_or(bug!(ArrayError))?;
+                if !matches!(self.dev_read(d, lba, blk), IoOutcome::Ok) {
+                    missing = missing.with(d);
+                }
+            }
+            let v = self.check_chunk(stripe, scratch, chunk, (row, bb), missing, rep)?;
+            rep.vote(votes, v);
+        }
+        Ok(())
+    }
+
+    /// Checks bytes `win.0..win.0 + win.1` of each member's slot of `scratch` (`chunk` bytes
+    /// per member) without the members of `missing`.
+    fn check_chunk(
+        &self,
+        stripe: u64,
+        scratch: &mut [u8],
+        chunk: usize,
+        win: (usize, usize),
+        missing: DiskSet,
+        rep: &mut VerifyReport,
+    ) -> Result<Chunk, ArrayError> {
+        match self.geo.level() {
+            Level::Raid0 => Ok(Chunk::Agree),
+            Level::Raid5 | Level::Raid6 => {
+                self.check_parity_chunk(stripe, scratch, chunk, win, missing, rep)
+            }
+            Level::Raid1 | Level::Raid10 => {
+                Self::check_mirror_chunk(&self.geo, stripe, scratch, chunk, win, missing)
+            }
+        }
     }
 
     /// One chunk of [`Self::verify_stripe`] on a parity level: `scratch` holds each member's
@@ -1951,19 +2015,20 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
         stripe: u64,
         scratch: &mut [u8],
         chunk: usize,
-        clen: usize,
+        (at, clen): (usize, usize),
+        missing: DiskSet,
         rep: &mut VerifyReport,
     ) -> Result<Chunk, ArrayError> {
         let geo = self.geo;
         let n = geo.disks();
         let scheme = self.scheme().ok_or(bug!(ArrayError))?;
-        let verdict = if rep.unreadable.is_empty() {
+        let verdict = if missing.is_empty() {
             let mut cols: Vec<&[u8], 34> = Vec::new();
             for ci in 0..geo.data_strips() + geo.parity_strips() {
                 let col = geo.parity_column(ci).ok_or(bug!(ArrayError))?;
                 let d = geo.disk_of(stripe, col).ok_or(bug!(ArrayError))?;
                 let s = scratch
-                    .get(d * chunk..d * chunk + clen)
+                    .get(d * chunk + at..d * chunk + at + clen)
                     .ok_or(bug!(ArrayError))?;
                 cols.push(s).map_err(|_| bug!(ArrayError))?;
             }
@@ -1982,7 +2047,7 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
                     Chunk::Disagree(disk)
                 }
             }
-        } else if let Some(missing) = self.lone_missing_column(stripe, rep.unreadable) {
+        } else if let Some(lone) = self.lone_missing_column(stripe, missing) {
             // RAID-6 with one column missing still has one redundancy to check:
             // rebuild the missing column (a data strip or P from P, Q from the
             // data), then compare the other parity. Which column is wrong cannot
@@ -1990,7 +2055,7 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
             let mut by_disk: Vec<Option<&mut [u8]>, 34> = Vec::new();
             for slot in scratch.chunks_exact_mut(chunk).take(n) {
                 by_disk
-                    .push(slot.get_mut(..clen))
+                    .push(slot.get_mut(at..at + clen))
                     .map_err(|_| bug!(ArrayError))?;
             }
             let mut cols: Vec<&mut [u8], 34> = Vec::new();
@@ -2003,8 +2068,7 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
                     .ok_or(ArrayError::ScratchTooSmall)?;
                 cols.push(c).map_err(|_| bug!(ArrayError))?;
             }
-            parity::reconstruct(&mut cols, scheme, &[missing])
-                .map_err(|_| ArrayError::Misaligned)?;
+            parity::reconstruct(&mut cols, scheme, &[lone]).map_err(|_| ArrayError::Misaligned)?;
             match check_columns(&cols, scheme)? {
                 parity::CheckResult::Consistent => Chunk::Agree,
                 parity::CheckResult::Mismatch { p_bad, q_bad, .. } => {
@@ -2028,7 +2092,7 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
         stripe: u64,
         scratch: &[u8],
         chunk: usize,
-        clen: usize,
+        (at, clen): (usize, usize),
         unreadable: DiskSet,
     ) -> Result<Chunk, ArrayError> {
         let mut verdict = Chunk::Agree;
@@ -2049,16 +2113,16 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
                 continue;
             };
             let a = scratch
-                .get(first * chunk..first * chunk + clen)
+                .get(first * chunk + at..first * chunk + at + clen)
                 .ok_or(bug!(ArrayError))?;
             let differs = copies.iter().skip(1).any(|&d| {
                 scratch
-                    .get(d * chunk..d * chunk + clen)
+                    .get(d * chunk + at..d * chunk + at + clen)
                     .is_none_or(|b| a != b)
             });
             if differs {
                 // With three or more copies, a lone dissenter is the suspect.
-                let slot = |d: usize| scratch.get(d * chunk..d * chunk + clen);
+                let slot = |d: usize| scratch.get(d * chunk + at..d * chunk + at + clen);
                 let odd = copies.iter().copied().find(|&d| {
                     let mut others = copies.iter().copied().filter(|&e| e != d);
                     let first_other = others.next().and_then(slot);
@@ -2175,6 +2239,15 @@ enum Chunk {
     Agree,
     /// Columns disagree; the member the check names, if it can tell.
     Disagree(Option<usize>),
+}
+
+/// The member the chunks of a stripe that disagreed named, over [`Array::verify_stripe`].
+#[derive(Debug, Clone, Copy)]
+enum Votes {
+    /// No chunk disagreed yet.
+    NoneYet,
+    /// Every chunk that disagreed named this member (`None`: not the same one, or none).
+    Named(Option<usize>),
 }
 
 /// Runs `op`, and again while it fails with a retryable error ([`ErrorKind::is_retryable`]), at

@@ -545,6 +545,36 @@ fn verify_names_the_corrupt_member() {
     );
 }
 
+/// A latent sector error in a member's strip leaves that member out of its own row only: rot
+/// three rows further down the same strip is still found (RAID-5: parity disagrees; RAID-6:
+/// the syndrome names the member), where the whole strip used to go unchecked.
+#[test]
+fn verify_checks_around_a_latent_sector_error() {
+    for (level, n) in [(Level::Raid5, 4), (Level::Raid6, 6)] {
+        let mut a = array(level, n, 4096, 4);
+        fill(&mut a, 11);
+        let mut scratch = vec![0u8; n * 4096];
+        let base = a.geometry().stripe_lba(1);
+        a.disk_mut(1).unwrap().medium = vec![base];
+        let r = a.verify_stripe(1, &mut scratch).unwrap();
+        assert!(
+            r.consistent(),
+            "{level:?}: a latent error alone is no mismatch"
+        );
+        assert_eq!(r.unreadable, DiskSet::one(1), "{level:?}");
+        a.disk_mut(1).unwrap().data[(base as usize + 3) * 512 + 5] ^= 0x20;
+        let r = a.verify_stripe(1, &mut scratch).unwrap();
+        assert_eq!(r.mismatched_chunks, 1, "{level:?}: the rotten row");
+        assert_eq!(r.unreadable, DiskSet::one(1), "{level:?}");
+        let named = if level == Level::Raid6 {
+            DiskSet::one(1)
+        } else {
+            DiskSet::EMPTY
+        };
+        assert_eq!(r.suspects, named, "{level:?}");
+    }
+}
+
 #[test]
 fn excluding_a_member_reconstructs_its_data() {
     let mut a = array(Level::Raid6, 6, 4096, 6);

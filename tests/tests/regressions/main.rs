@@ -135,7 +135,6 @@ regressions! {
     scrub_rotten_parity_seed_102676,
     scrub_superblock_copy_seed_8516,
     scrub_unreadable_left_seed_379879,
-    #[ignore = "known failing: a scrub of a pool without silent damage repaired 0 and could not repair 128 blocks"]
     scrub_unrepairable_resync_seed_880819,
     soak_seed_3017607,
     soak_seed_3030739,
