@@ -192,17 +192,15 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
                 rep = self.verify(s)?;
             }
         }
-        let (mut rep_blocks, mut lost) = self.check_stripe(s, &rep, blame)?;
+        let mut still = None;
+        let (mut rep_blocks, mut lost) = self.check_stripe(s, &rep, blame, &mut still)?;
         // A repair reads around a latent sector error from the next copy or column, which can
         // leave the stripe still inconsistent where that source differs: check it once more
         // rather than call it done.
-        if rep_blocks > 0 && lost == 0 {
-            let again = self.verify(s)?;
-            if !again.consistent() {
-                let (more, left) = self.check_stripe(s, &again, blame)?;
-                rep_blocks += more;
-                lost = left;
-            }
+        if let Some(again) = still {
+            let (more, left) = self.check_stripe(s, &again, blame, &mut None)?;
+            rep_blocks += more;
+            lost = left;
         }
         Ok((fixed + rep_blocks, lost))
     }
@@ -247,12 +245,14 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
     }
 
     /// The rest of [`Self::scrub_stripe`]: what `rep` says of stripe `s` once every member in
-    /// sync was readable.
+    /// sync was readable. `still`: set to the check after a rewrite that wrote blocks and left
+    /// the stripe inconsistent.
     fn check_stripe(
         &mut self,
         s: u64,
         rep: &VerifyReport,
         blame: bool,
+        still: &mut Option<VerifyReport>,
     ) -> Result<(u64, u64), IoError> {
         if rep.consistent() {
             return Ok((0, 0));
@@ -329,26 +329,34 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         for d in fix.iter().filter(|_| blame) {
             self.array.note_checksum_error(d);
         }
-        self.rewrite(s, fix, &walk)
+        self.rewrite(s, fix, &walk, still)
     }
 
     /// Rewrites the strips of `fix` in stripe `s` from the other members, then (the repair
     /// reads around a latent sector error of the copy it reads from, and does not rewrite it)
     /// the blocks still unreadable if the stripe now checks. Returns blocks repaired and
-    /// blocks left unrepairable, as [`Self::scrub_stripe`].
-    fn rewrite(&mut self, s: u64, fix: DiskSet, walk: &Walk) -> Result<(u64, u64), IoError> {
+    /// blocks left unrepairable, as [`Self::scrub_stripe`]; `still` as
+    /// [`Self::check_stripe`].
+    fn rewrite(
+        &mut self,
+        s: u64,
+        fix: DiskSet,
+        walk: &Walk,
+        still: &mut Option<VerifyReport>,
+    ) -> Result<(u64, u64), IoError> {
         let geo = self.array.geometry();
         let blocks = (geo.strip_bytes() / geo.block_bytes()) as u64;
         let Ok(written) = self.repair(s, fix) else {
             return Ok((0, blocks));
         };
         let after = self.verify(s)?;
-        let left = if after.consistent() {
-            self.repair_left(s, &after, walk)
-        } else {
-            0
-        };
-        Ok((written + left, 0))
+        if after.consistent() {
+            return Ok((written + self.repair_left(s, &after, walk), 0));
+        }
+        if written > 0 {
+            *still = Some(after);
+        }
+        Ok((written, 0))
     }
 
     /// Mirror stripe `s`, whose copies disagree and one of which has a latent sector error:
