@@ -877,6 +877,20 @@ fn compressible(seed: u64) -> Vec<u8> {
     b
 }
 
+/// A new LUN "a" of 64 blocks whose LBAs 0..8 are written in one call with compressible data,
+/// flushed and checkpointed: one compressed extent. Returns the LUN, the data and the extent's
+/// map entry.
+fn compressed_extent_of_8(p: &mut TestPool) -> (u16, Vec<u8>, MapEntry) {
+    let lun = p.create_lun("a", 64).unwrap();
+    let data: Vec<u8> = (0..8).flat_map(compressible).collect();
+    p.write(lun, 0, &data, false).unwrap();
+    p.flush().unwrap();
+    p.checkpoint().unwrap();
+    let e = p.vol().unwrap().map_get(lun, 0).unwrap();
+    assert!(e.compressed, "{e:?}");
+    (lun, data, e)
+}
+
 /// RAID-5: a client read around a latent sector error (no redundancy left to verify the
 /// reconstruction) gets its block from the others, and the block is rewritten with the bytes
 /// once the extent's checksum checked them (before, the array rewrote it unchecked).
@@ -918,13 +932,8 @@ fn a_scrub_does_not_list_as_lost_a_block_rewritten_into_an_open_extent() {
         ..cfg()
     };
     let mut p = new_pool(c, 2, 40_000);
-    let lun = p.create_lun("a", 64).unwrap();
-    let data: Vec<u8> = (0..8).flat_map(compressible).collect();
-    p.write(lun, 0, &data, false).unwrap();
-    p.flush().unwrap();
-    p.checkpoint().unwrap();
-    let e = p.vol().unwrap().map_get(lun, 5).unwrap();
-    assert!(e.compressed && !e.block_crc);
+    let (lun, _, e) = compressed_extent_of_8(&mut p);
+    assert!(!e.block_crc);
     let (disk, bad) = member_block_at(&mut p, e.addr() + 64 + u64::from(e.stored_len) / 2);
     p.array_mut().disk_mut(disk).unwrap().medium = vec![bad];
     p.write(lun, 2, &block(1002), false).unwrap();
@@ -1403,13 +1412,7 @@ fn a_write_larger_than_the_log_window_is_taken() {
 #[test]
 fn rot_in_two_rows_needing_different_members_left_out_is_read_row_by_row() {
     let mut p = new_pool(cfg(), 6, 40_000);
-    let lun = p.create_lun("a", 64).unwrap();
-    let data: Vec<u8> = (0..8).flat_map(compressible).collect();
-    p.write(lun, 0, &data, false).unwrap();
-    p.flush().unwrap();
-    p.checkpoint().unwrap();
-    let e = p.vol().unwrap().map_get(lun, 0).unwrap();
-    assert!(e.compressed, "{e:?}");
+    let (lun, data, e) = compressed_extent_of_8(&mut p);
     // Two neighbouring member blocks of the item on one data member.
     let (d, b1, b2, stripe) = (1..8)
         .map(|k| e.addr() + 512 * k)
