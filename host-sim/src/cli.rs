@@ -177,6 +177,12 @@ pub struct RunArgs {
     /// Voice: percent of requests that are reads.
     #[arg(long, default_value_t = 0)]
     pub read_percent: u8,
+    /// Open loop: each stream asks this many requests per virtual second, on schedule, and
+    /// latency counts from when a request was due (200 is Cisco's figure for a voice VM, 746
+    /// what the seed's ZFS appliance measured). Default: closed loop, each request issued when
+    /// the one before completed.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub rate: Option<u32>,
     /// Skip the baseline run (coalescing off).
     #[arg(long)]
     pub no_baseline: bool,
@@ -316,6 +322,7 @@ pub fn sim_options(r: &RunArgs, kind: WorkloadKind) -> Result<SimOptions, Failur
         workload.streams = s;
     }
     workload.read_percent = r.read_percent;
+    workload.rate_per_stream = r.rate;
     let us = |x: f64| (x.max(0.0) * 1e3).round() as u64;
     Ok(SimOptions {
         workload,

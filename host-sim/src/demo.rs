@@ -162,6 +162,7 @@ impl SimOptions {
             "cpu_us_per_request": self.cpu_ns_per_request as f64 / 1e3,
             "cpu_us_per_block": self.cpu_ns_per_block as f64 / 1e3,
             "read_percent": self.workload.read_percent,
+            "rate_per_stream": self.workload.rate_per_stream,
             "baseline": "max_extent_blocks 1 and every write FUA (write-through): each 4 KiB write waits for intent-log copies on m+1 members",
         })
     }

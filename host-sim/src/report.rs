@@ -96,6 +96,17 @@ pub struct Throughput {
     pub during_vs_before: Option<f64>,
 }
 
+/// Read and write latency by phase of the run, by completion time.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct PhaseLatency {
+    /// From the start to the failure (the whole run without a failure).
+    pub before_failure: Latency,
+    /// From the failure to the end of the rebuild (`null` without a failure).
+    pub during_rebuild: Option<Latency>,
+    /// From the end of the rebuild to the end of the run (`null` if it did not finish).
+    pub after_rebuild: Option<Latency>,
+}
+
 /// One run, as reported (the keys of `--json`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RunReport {
@@ -117,6 +128,11 @@ pub struct RunReport {
     pub iops_per_stream_min: f64,
     /// Read and write latency.
     pub latency_ms: Latency,
+    /// Read and write latency before, during and after the rebuild.
+    pub latency_by_phase_ms: PhaseLatency,
+    /// Open loop: requests each stream asked per virtual second (`null`: closed loop, each
+    /// request issued when the one before completed).
+    pub rate_per_stream: Option<u32>,
     /// Flush latency.
     pub flush_latency_ms: Latency,
     /// Flushes completed.
@@ -184,6 +200,14 @@ impl RunReport {
             iops_per_stream_min: iops.iter().copied().fold(f64::INFINITY, f64::min).min(1e18),
             iops_per_stream: iops,
             latency_ms: Latency::from_hist(&r.latency),
+            latency_by_phase_ms: PhaseLatency {
+                before_failure: Latency::from_hist(&r.phase_latency[0]),
+                during_rebuild: r.fail_ns.map(|_| Latency::from_hist(&r.phase_latency[1])),
+                after_rebuild: r
+                    .rebuild_done_ns
+                    .map(|_| Latency::from_hist(&r.phase_latency[2])),
+            },
+            rate_per_stream: r.rate_per_stream,
             flush_latency_ms: Latency::from_hist(&r.flush_latency),
             flushes: r.streams.iter().map(|s| s.flushes).sum(),
             write_amplification: r3(r.write_amplification),
@@ -331,8 +355,14 @@ impl Report {
             |x: Option<f64>, d: usize| x.map_or_else(|| "-".to_string(), |v| format!("{v:.d$}"));
         let _ = writeln!(
             s,
-            "workload {} — {} streams, {:.2} virtual seconds, seed {}",
-            self.main.workload, self.main.streams, self.main.virtual_seconds, self.seed
+            "workload {} — {} streams{}, {:.2} virtual seconds, seed {}",
+            self.main.workload,
+            self.main.streams,
+            self.main.rate_per_stream.map_or(String::new(), |r| format!(
+                " (open loop, {r} requests/s each)"
+            )),
+            self.main.virtual_seconds,
+            self.seed
         );
         line(&mut s, "", runs.iter().map(|r| r.label.clone()).collect());
         line(
@@ -445,6 +475,9 @@ impl Report {
                 .map(|r| opt(r.throughput_mb_s.after_rebuild, 2))
                 .collect(),
         );
+        if runs.iter().any(|r| r.rebuild.failed_disk.is_some()) {
+            phase_latency_lines(&mut s, &runs, &line);
+        }
         line(
             &mut s,
             "verified blocks (written)",
@@ -493,6 +526,21 @@ impl Report {
                 ))
             );
         }
+        if let Some(rate) = self.main.rate_per_stream {
+            let kept = |r: &RunReport| {
+                format!(
+                    "{} {:.0} ({:.0} %)",
+                    r.label,
+                    r.iops_per_stream_min,
+                    100.0 * r.iops_per_stream_min / f64::from(rate)
+                )
+            };
+            let _ = writeln!(
+                s,
+                "open loop: each stream asked {rate} requests per virtual second; the slowest completed: {}",
+                runs.iter().map(|r| kept(r)).collect::<Vec<_>>().join(", ")
+            );
+        }
         for r in &runs {
             for e in &r.errors {
                 let _ = writeln!(s, "  {} error: {e}", r.label);
@@ -516,5 +564,43 @@ impl Report {
             }
         );
         s
+    }
+}
+
+/// The table's lines of read and write latency (p50 / p99 / p99.9, ms) before, during and
+/// after the rebuild, one column per run.
+fn phase_latency_lines(
+    s: &mut String,
+    runs: &[&RunReport],
+    line: &impl Fn(&mut String, &str, Vec<String>),
+) {
+    let cell = |l: Option<Latency>| {
+        l.map_or_else(
+            || "-".to_string(),
+            |l| format!("{:.3} / {:.3} / {:.3}", l.p50, l.p99, l.p999),
+        )
+    };
+    let p = |r: &RunReport| r.latency_by_phase_ms;
+    let phases = [
+        (
+            "  before failure",
+            runs.iter().map(|r| Some(p(r).before_failure)).collect(),
+        ),
+        (
+            "  during rebuild",
+            runs.iter().map(|r| p(r).during_rebuild).collect(),
+        ),
+        (
+            "  after rebuild",
+            runs.iter().map(|r| p(r).after_rebuild).collect::<Vec<_>>(),
+        ),
+    ];
+    let head = runs
+        .iter()
+        .map(|_| "p50 / p99 / p99.9".to_string())
+        .collect();
+    line(s, "latency by phase (ms)", head);
+    for (name, cells) in phases {
+        line(s, name, cells.into_iter().map(cell).collect());
     }
 }

@@ -8,6 +8,12 @@
 //! scheduled disk failure, and background maintenance. It always takes the earliest event (ties:
 //! failure, then maintenance, then streams by index).
 //!
+//! Open loop ([`WorkloadSpec::rate_per_stream`]): each stream's requests arrive on a fixed
+//! schedule from its start; a request is issued at its arrival or when its stream's previous
+//! one completes, whichever is later, and its latency counts from its arrival, so a pool that
+//! falls behind the rate shows it as latency (queueing in the client), not as fewer requests
+//! asked. Think time (`Op::Idle`) moves the schedule.
+//!
 //! A client request at time `t` first waits for the controller CPU (one core, modelled as a
 //! timeline: `cpu_ns_per_request + blocks × cpu_ns_per_block` per request), then the clock is
 //! set to the end of that CPU work, the [`crate::clock::IoTracker`] is reset and the request is issued to the
@@ -173,6 +179,10 @@ pub struct RunResult {
     pub phase_bytes: [u64; 3],
     /// Lengths of those phases, in nanoseconds.
     pub phase_ns: [u64; 3],
+    /// Latency of the reads and writes completed in each phase, in nanoseconds.
+    pub phase_latency: [Histogram<u64>; 3],
+    /// The open loop's rate, requests per virtual second per stream (`None`: closed loop).
+    pub rate_per_stream: Option<u32>,
     /// Pool counters over the measured run (differences).
     pub write_amplification: f64,
     /// LZ4 ratio over the run's extents (raw / stored bytes).
@@ -224,6 +234,8 @@ enum Pending {
 struct StreamState {
     source: Stream,
     next_ns: u64,
+    /// Open loop: when the stream's next request arrives.
+    next_arrival_ns: u64,
     next_flush_ns: u64,
     pending: Pending,
     counters: StreamCounters,
@@ -438,6 +450,7 @@ pub fn run(
             StreamState {
                 source: g,
                 next_ns: t0 + jitter,
+                next_arrival_ns: t0 + jitter,
                 next_flush_ns: t0 + jitter + cfg.flush_interval_ns.unwrap_or(u64::MAX / 4),
                 pending: Pending::None,
                 counters: StreamCounters::default(),
@@ -449,8 +462,11 @@ pub fn run(
     let mut flush_latency = new_hist();
     let mut timeline: Vec<Bucket> = Vec::new();
     let bucket_ns = cfg.bucket_ns.max(1);
-    // Completed client I/O: (completion time, bytes), for the phase figures.
-    let mut completions: Vec<(u64, u64)> = Vec::new();
+    // Completed client I/O: (completion time, bytes, latency), for the phase figures.
+    let mut completions: Vec<(u64, u64, u64)> = Vec::new();
+    let interval_ns = spec
+        .rate_per_stream
+        .map(|r| (NS_PER_S / u64::from(r.max(1))).max(1));
     let mut cpu_free = t0;
     let mut fail_at = cfg.fail.map(|f| (t0 + f.at_ns, f.slot));
     let mut fail_ns = None;
@@ -584,13 +600,20 @@ pub fn run(
                     if cfg.flush_interval_ns.is_some() && t >= s.next_flush_ns {
                         s.pending = Pending::Flush(t);
                     } else {
+                        let arrival = if interval_ns.is_some() {
+                            s.next_arrival_ns
+                        } else {
+                            t
+                        };
                         match s.source.next_op() {
                             Op::Idle(d) => {
-                                s.next_ns = t + d.max(1);
+                                s.next_ns = arrival + d.max(1);
+                                s.next_arrival_ns = s.next_ns;
                                 continue;
                             }
-                            op => s.pending = Pending::Op(op, t),
+                            op => s.pending = Pending::Op(op, arrival),
                         }
+                        s.next_arrival_ns = arrival + interval_ns.unwrap_or(0);
                     }
                 }
                 if cpu_free > t {
@@ -668,7 +691,11 @@ pub fn run(
                 let done = now.max(dp.members.tracker.completion_ns());
                 let lat = (done - issued).max(1);
                 s.pending = Pending::None;
-                s.next_ns = done;
+                s.next_ns = if interval_ns.is_some() {
+                    done.max(s.next_arrival_ns)
+                } else {
+                    done
+                };
                 if is_flush {
                     let _ = flush_latency.record(lat);
                     let iv = cfg.flush_interval_ns.unwrap_or(NS_PER_S);
@@ -679,7 +706,7 @@ pub fn run(
                 } else {
                     let _ = latency.record(lat);
                     s.counters.bytes += bytes;
-                    completions.push((done, bytes));
+                    completions.push((done, bytes, lat));
                     let b = ((done - t0) / bucket_ns) as usize;
                     if timeline.len() <= b {
                         timeline.resize(b + 1, Bucket::default());
@@ -732,10 +759,12 @@ pub fn run(
     let rb_t = rebuild_done.unwrap_or(end_ns).max(fail_t);
     let bounds = [(t0, fail_t), (fail_t, rb_t), (rb_t, end_ns)];
     let mut phase_bytes = [0u64; 3];
-    for &(c, b) in &completions {
+    let mut phase_latency = [new_hist(), new_hist(), new_hist()];
+    for &(c, b, lat) in &completions {
         for (k, &(lo, hi)) in bounds.iter().enumerate() {
             if c >= lo && c < hi {
                 phase_bytes[k] += b;
+                let _ = phase_latency[k].record(lat);
             }
         }
     }
@@ -782,6 +811,8 @@ pub fn run(
         rebuild_bytes_read: rebuild_read,
         phase_bytes,
         phase_ns,
+        phase_latency,
+        rate_per_stream: spec.rate_per_stream,
         write_amplification: if client_written == 0 {
             0.0
         } else {

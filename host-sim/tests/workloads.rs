@@ -137,3 +137,45 @@ fn every_workload_runs_and_reads_back_what_it_wrote() {
         assert_eq!(r.workload, kind.name());
     }
 }
+
+/// Open loop at 200 requests per second per voice stream (Cisco's figure) on the 10K RPM
+/// model: every stream completes what it asked, before, during and after the rebuild, each
+/// request well within its 5 ms interval at p99. The write-through baseline cannot keep that
+/// rate: its backlog shows as fewer requests completed and as latency past the interval, as a
+/// client that keeps asking would see it.
+#[test]
+fn open_loop_streams_keep_their_rate_or_show_the_backlog_as_latency() {
+    let opts = SimOptions {
+        workload: WorkloadSpec {
+            rate_per_stream: Some(200),
+            ..WorkloadSpec::new(WorkloadKind::Voice)
+        },
+        data: DataKind::Synthetic(50),
+        duration_ns: 1_000_000_000,
+        scrub_after: false,
+        ..SimOptions::tiny()
+    };
+    let out = demo::run(&opts, &mut |_, _, _| {}).unwrap();
+    let (r, base) = (&out.report.main, out.report.baseline.as_ref().unwrap());
+    for run in [r, base] {
+        assert_eq!(run.verify_errors, 0, "{}: {:?}", run.label, run.errors);
+        assert_eq!(run.rate_per_stream, Some(200));
+        assert!(run.rebuild.virtual_seconds.is_some(), "{:?}", run.rebuild);
+    }
+    for (i, &iops) in r.iops_per_stream.iter().enumerate() {
+        assert!((iops - 200.0).abs() <= 2.0, "stream {i}: {iops} IOPS");
+    }
+    let p = r.latency_by_phase_ms;
+    let phases = [Some(p.before_failure), p.during_rebuild, p.after_rebuild];
+    for (k, l) in phases.into_iter().enumerate() {
+        let l = l.unwrap_or_else(|| panic!("phase {k} missing"));
+        assert!(l.p99 < 5.0, "phase {k}: {l:?}");
+    }
+    assert!(
+        base.iops_per_stream_min < 180.0,
+        "{}",
+        base.iops_per_stream_min
+    );
+    let behind = base.latency_by_phase_ms.after_rebuild.unwrap();
+    assert!(behind.p50 > 5.0, "{behind:?}");
+}

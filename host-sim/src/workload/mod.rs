@@ -112,6 +112,11 @@ pub struct WorkloadSpec {
     pub streams: usize,
     /// Voice only: percent of requests that are reads (0–100).
     pub read_percent: u8,
+    /// Open loop: each stream's requests arrive at this many per virtual second, on schedule,
+    /// whether or not the one before has completed (a request waits behind its stream's
+    /// earlier ones; latency counts from its arrival). `None`: closed loop, each request
+    /// issued when the one before completes (queue depth 1).
+    pub rate_per_stream: Option<u32>,
 }
 
 impl WorkloadSpec {
@@ -122,6 +127,7 @@ impl WorkloadSpec {
             kind,
             streams: kind.default_streams(),
             read_percent: 0,
+            rate_per_stream: None,
         }
     }
 
