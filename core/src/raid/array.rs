@@ -318,7 +318,8 @@ pub struct Array<D, const N: usize> {
     /// Host conditions met so far (a stripe write compares before and after).
     host_count: u32,
     /// Members whose latent sector errors reads met and left unrewritten (the reconstruction
-    /// could not be verified), until the caller takes them to repair with checked bytes.
+    /// or the other copy could not be verified), until the caller takes them to repair with
+    /// checked bytes.
     lse_left: DiskSet,
 }
 
@@ -648,7 +649,8 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
 
     /// Members whose latent sector errors reads met since the last call and did not rewrite:
     /// their reconstruction could not be verified by redundancy (RAID-5, or RAID-6 with two
-    /// columns out), so only bytes the caller has checked may go there
+    /// columns out), or the block was read from another mirror copy (which may be silently
+    /// bad too), so only bytes the caller has checked may go there
     /// ([`Array::heal_unreadable`]).
     pub fn take_lse_left(&mut self) -> DiskSet {
         core::mem::replace(&mut self.lse_left, DiskSet::EMPTY)
@@ -1116,10 +1118,9 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
                     }
                     return Err(ArrayError::Unrecoverable { stripe });
                 }
-                // Rewrite the blocks of the copies with latent sector errors that do not read.
-                for d in bad.iter() {
-                    self.rewrite_unreadable(d, lba, out, scratch);
-                }
+                // The copies with latent sector errors are rewritten by the caller once it has
+                // checked the bytes (a copy that reads can be silently bad too).
+                self.lse_left = DiskSet(self.lse_left.0 | bad.0);
                 Ok(())
             }
             Level::Raid0 | Level::Raid5 | Level::Raid6 => {
@@ -1195,20 +1196,6 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
             self.reconstruct_range(stripe, at, bb, want, exclude, sets, scratch, false)?;
         }
         Ok(())
-    }
-
-    /// Rewrites with `good` (member blocks from `lba`) each block of member `disk` there that
-    /// does not read, leaving the blocks that do (they are no repair). `scratch`: one block.
-    fn rewrite_unreadable(&mut self, disk: Slot, lba: u64, good: &[u8], scratch: &mut [u8]) {
-        let bb = self.geo.block_bytes();
-        for (at, block) in (lba..).zip(good.chunks_exact(bb)) {
-            let Some(probe) = scratch.get_mut(..bb) else {
-                return;
-            };
-            if !matches!(self.dev_read(disk, at, probe), IoOutcome::Ok) {
-                self.repair_write(disk, at, block);
-            }
-        }
     }
 
     fn repair_write(&mut self, disk: Slot, lba: u64, data: &[u8]) {

@@ -481,7 +481,8 @@ fn rebuild_by_rows_writes_every_row_it_can() {
 }
 
 /// Mirrors read around latent sector errors block by block: every block has a copy that reads
-/// it, though no copy reads the whole piece, so the read succeeds and the copies are repaired.
+/// it, though no copy reads the whole piece, so the read succeeds. The copies are left for the
+/// caller to repair once it has checked the bytes (the copy read may be silently bad).
 #[test]
 fn mirror_reads_each_block_from_a_copy_that_has_it() {
     for (level, n) in [(Level::Raid1, 3), (Level::Raid10, 4)] {
@@ -501,6 +502,11 @@ fn mirror_reads_each_block_from_a_copy_that_has_it() {
         let mut scratch = vec![0u8; 4096 * n];
         a.read(0, &mut buf, &mut scratch).unwrap();
         assert_eq!(buf, all[..4096], "{level:?}");
+        let left = a.take_lse_left();
+        assert_eq!(left, DiskSet::EMPTY.with(copies[0]).with(copies[1]));
+        assert_eq!(a.disk_mut(copies[0]).unwrap().medium, [base + 2]);
+        a.heal_unreadable(0, 0, 0, &buf, left, &mut scratch)
+            .unwrap();
         for &d in &copies[..2] {
             assert!(
                 a.disk_mut(d).unwrap().medium.is_empty(),
