@@ -126,6 +126,8 @@ pub struct RunReport {
     pub iops_per_stream: Vec<f64>,
     /// The slowest stream.
     pub iops_per_stream_min: f64,
+    /// What each stream does (`sequential write`, `oltp`, `vdi`, `file server`, …).
+    pub stream_roles: Vec<String>,
     /// Read and write latency.
     pub latency_ms: Latency,
     /// Read and write latency before, during and after the rebuild.
@@ -199,6 +201,7 @@ impl RunReport {
             iops_total: r3(total as f64 / dur),
             iops_per_stream_min: iops.iter().copied().fold(f64::INFINITY, f64::min).min(1e18),
             iops_per_stream: iops,
+            stream_roles: r.streams.iter().map(|s| s.role.to_string()).collect(),
             latency_ms: Latency::from_hist(&r.latency),
             latency_by_phase_ms: PhaseLatency {
                 before_failure: Latency::from_hist(&r.phase_latency[0]),
@@ -385,10 +388,13 @@ impl Report {
             .map(|r| r.iops_per_stream.len())
             .max()
             .unwrap_or(0);
+        let roles = &self.main.stream_roles;
+        let mixed = roles.iter().any(|r| Some(r) != roles.first());
         for i in 0..max_streams {
+            let role = roles.get(i).filter(|_| mixed);
             line(
                 &mut s,
-                &format!("  stream {i}"),
+                &role.map_or(format!("  stream {i}"), |r| format!("  stream {i} ({r})")),
                 runs.iter()
                     .map(|r| r.iops_per_stream.get(i).map_or("-".into(), |v| f(*v)))
                     .collect(),

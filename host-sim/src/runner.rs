@@ -122,6 +122,8 @@ pub struct StreamCounters {
     pub flushes: u64,
     /// Bytes read and written.
     pub bytes: u64,
+    /// What the stream does ([`Stream::role`]).
+    pub role: &'static str,
 }
 
 impl StreamCounters {
@@ -447,13 +449,17 @@ pub fn run(
         .map(|mut g| {
             // Streams start within the first millisecond, in a seeded order.
             let jitter = rand::Rng::random_range(g.rng(), 0..NS_PER_MS);
+            let role = g.role();
             StreamState {
                 source: g,
                 next_ns: t0 + jitter,
                 next_arrival_ns: t0 + jitter,
                 next_flush_ns: t0 + jitter + cfg.flush_interval_ns.unwrap_or(u64::MAX / 4),
                 pending: Pending::None,
-                counters: StreamCounters::default(),
+                counters: StreamCounters {
+                    role,
+                    ..StreamCounters::default()
+                },
             }
         })
         .collect();

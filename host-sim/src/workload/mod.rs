@@ -245,6 +245,22 @@ pub struct Stream {
 }
 
 impl Stream {
+    /// What the stream does, in a word or two (`sequential write`, `oltp`, `vdi`, `file
+    /// server`, …), for reports.
+    #[must_use]
+    pub const fn role(&self) -> &'static str {
+        match self.kind {
+            StreamKind::Sequential { write: true, .. } => "sequential write",
+            StreamKind::Sequential { write: false, .. } => "sequential read",
+            StreamKind::Random {
+                read_percent: 0, ..
+            } => "random write",
+            StreamKind::Random { .. } => "oltp",
+            StreamKind::Vdi { .. } => "vdi",
+            StreamKind::FileServer { .. } => "file server",
+        }
+    }
+
     /// The stream's generator (for seeded choices the runner makes on its behalf).
     pub fn rng(&mut self) -> &mut ChaCha8Rng {
         &mut self.rng
