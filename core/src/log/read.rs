@@ -536,14 +536,19 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
     /// After a read of `ptr` checked (its bytes at `at` in the item buffer): writes those bytes
     /// onto the blocks that do not read of the members whose latent sector errors the read met
     /// and left ([`Array::take_lse_left`], [`Array::heal_unreadable`]), as md and ZFS repair a
-    /// read error, but from checked bytes only. Live reads only; blames no member (the error
-    /// was counted when met).
+    /// read error, but from checked bytes only. Blames no member (the error was counted when
+    /// met). Import's first pass heals nothing but notes the read, so the stripe is written
+    /// back whole.
     ///
     /// [`Array::take_lse_left`]: crate::raid::Array::take_lse_left
     /// [`Array::heal_unreadable`]: crate::raid::Array::heal_unreadable
     fn heal_lse(&mut self, ptr: BlockPtr, at: usize) {
         let left = self.array.take_lse_left();
-        if left.is_empty() || self.pass != Pass::Live {
+        if left.is_empty() {
+            return;
+        }
+        if self.pass != Pass::Live {
+            self.note_healed();
             return;
         }
         let sdb = self.log.sdb as u64;

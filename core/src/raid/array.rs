@@ -124,6 +124,16 @@ pub struct Member<D> {
     holes: Vec<(u64, u64), HOLES>,
 }
 
+/// What [`Array::patch_blocks`] writes besides whole blocks that do not read.
+#[derive(Debug, Clone, Copy)]
+enum Patch {
+    /// Blocks that read but differ from the checked bytes.
+    Differing,
+    /// Nothing else, but a block the range covers in part that does not read takes the rest
+    /// of its bytes from the first of these copies that reads it.
+    Unreadable(DiskSet),
+}
+
 /// Distinct bad sectors remembered per member (past that, each error counts).
 pub const BAD_SECTORS: usize = 16;
 
@@ -1028,8 +1038,10 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
 
     /// Reads `buf.len()` bytes of array data from array byte address `addr` (data bytes only,
     /// stripe after stripe; see [`Geometry::locate`]). `addr` and `buf.len()` are multiples of
-    /// the member block size. Missing or unreadable columns are reconstructed from redundancy;
-    /// blocks that failed with a medium error are rewritten in place.
+    /// the member block size. Missing or unreadable columns are reconstructed from redundancy
+    /// (mirrors: read from another copy); blocks that failed with a medium error are rewritten
+    /// in place where redundancy verified their reconstruction, and otherwise left for the
+    /// caller to heal with bytes it checked ([`Array::take_lse_left`]).
     pub fn read(
         &mut self,
         addr: u64,
@@ -1567,7 +1579,7 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
             return Ok(());
         }
         for d in geo.mirror_disks(stripe, strip) {
-            self.patch_blocks(d, stripe, off, good, scratch, false)?;
+            self.patch_blocks(d, stripe, off, good, scratch, Patch::Differing)?;
         }
         Ok(())
     }
@@ -1576,7 +1588,9 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
     /// `strip` of `stripe`) onto the member blocks of its holders in `disks` (a mirror's
     /// copies, or the data member) that do not read: the repair of latent sector errors a
     /// read met and could not verify ([`Array::take_lse_left`]). Blocks that read are left as
-    /// they are, and so is a block the range covers only in part.
+    /// they are. A block the range covers only in part takes the rest of its bytes from
+    /// another copy that reads it (mirrors), as a read of it would; on parity levels it is
+    /// left for the scrub.
     ///
     /// # Errors
     /// [`ArrayError::OutOfRange`], [`ArrayError::ScratchTooSmall`].
@@ -1590,10 +1604,11 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
         scratch: &mut [u8],
     ) -> Result<(), ArrayError> {
         self.check_piece(stripe, strip, off, good.len())?;
-        for d in self.holders(stripe, strip) {
-            if disks.contains(d) {
-                self.patch_blocks(d, stripe, off, good, scratch, true)?;
-            }
+        let holders = self.holders(stripe, strip);
+        for &d in holders.iter().filter(|&&d| disks.contains(d)) {
+            let others = holders.iter().filter(|&&c| c != d);
+            let others = others.fold(DiskSet::EMPTY, |set, &c| set.with(c));
+            self.patch_blocks(d, stripe, off, good, scratch, Patch::Unreadable(others))?;
         }
         Ok(())
     }
@@ -1625,10 +1640,9 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
         }
     }
 
-    /// Writes `good` over bytes `off..` of member `d`'s strip in `stripe`, block by block: a
-    /// block that does not read is written when the range covers it whole; one that reads is
-    /// written (patched) when it differs, unless `unreadable_only`. Skips a member not
-    /// readable at `stripe`. `scratch`: one member block.
+    /// Writes `good` over bytes `off..` of member `d`'s strip in `stripe`, block by block, as
+    /// `how` says; a block that does not read is written when the range covers it whole.
+    /// Skips a member not readable at `stripe`. `scratch`: one member block.
     fn patch_blocks(
         &mut self,
         d: usize,
@@ -1636,7 +1650,7 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
         off: usize,
         good: &[u8],
         scratch: &mut [u8],
-        unreadable_only: bool,
+        how: Patch,
     ) -> Result<(), ArrayError> {
         let bb = self.geo.block_bytes();
         let blk = scratch.get_mut(..bb).ok_or(ArrayError::ScratchTooSmall)?;
@@ -1649,14 +1663,28 @@ impl<D: BlockDevice, const N: usize> Array<D, N> {
             let src = good.get(from - off..to - off).ok_or(bug!(ArrayError))?;
             let lba = base + (at / bb) as u64;
             let read = matches!(self.dev_read(d, lba, blk), IoOutcome::Ok);
-            let dst = blk.get_mut(from - at..to - at).ok_or(bug!(ArrayError))?;
-            if (read && (unreadable_only || dst == src)) || (!read && to - from < bb) {
+            let keep = match (read, how) {
+                (true, Patch::Differing) => blk.get(from - at..to - at) == Some(src),
+                (false, _) if to - from == bb => false,
+                (false, Patch::Unreadable(copies)) => !self.read_copy(copies, stripe, lba, blk),
+                (true, Patch::Unreadable(_)) | (false, Patch::Differing) => true,
+            };
+            if keep {
                 continue;
             }
+            let dst = blk.get_mut(from - at..to - at).ok_or(bug!(ArrayError))?;
             dst.copy_from_slice(src);
             self.repair_write(d, lba, blk);
         }
         Ok(())
+    }
+
+    /// Reads member block `lba` of `stripe` into `blk` from the first of `copies` that reads
+    /// it; false if none does.
+    fn read_copy(&mut self, copies: DiskSet, stripe: u64, lba: u64, blk: &mut [u8]) -> bool {
+        copies.iter().any(|c| {
+            self.readable(c, stripe) && matches!(self.dev_read(c, lba, blk), IoOutcome::Ok)
+        })
     }
 
     /// [`Array::repair`]; with `check`, a chunk whose remaining redundancy (RAID-6 with one

@@ -505,6 +505,7 @@ fn mirror_reads_each_block_from_a_copy_that_has_it() {
         let left = a.take_lse_left();
         assert_eq!(left, DiskSet::EMPTY.with(copies[0]).with(copies[1]));
         assert_eq!(a.disk_mut(copies[0]).unwrap().medium, [base + 2]);
+        assert_eq!(a.disk_mut(copies[1]).unwrap().medium, [base + 5]);
         a.heal_unreadable(0, 0, 0, &buf, left, &mut scratch)
             .unwrap();
         for &d in &copies[..2] {
@@ -512,6 +513,35 @@ fn mirror_reads_each_block_from_a_copy_that_has_it() {
                 a.disk_mut(d).unwrap().medium.is_empty(),
                 "{level:?}: copy {d} repaired"
             );
+        }
+    }
+}
+
+/// A mirror copy's latent sector error under a block the checked bytes cover only in part
+/// (the edge of an item): the heal takes the rest of the block from the other copy, as a read
+/// of it would, and writes the block whole. On RAID-5 no copy holds the rest: the block is
+/// left for the scrub.
+#[test]
+fn heal_of_an_edge_block_takes_the_rest_from_another_copy() {
+    for (level, n) in [(Level::Raid1, 2), (Level::Raid5, 4)] {
+        let mut a = array(level, n, 4096, 2);
+        let all = fill(&mut a, 21);
+        let g = *a.geometry();
+        let d = g
+            .disk_of(0, Column::Data(0))
+            .unwrap_or_else(|| g.disk_of(0, Column::Mirror { data: 0, copy: 0 }).unwrap());
+        let lba = g.stripe_lba(0) + 1;
+        a.disk_mut(d).unwrap().medium.push(lba);
+        let mut scratch = vec![0u8; 4096 * n];
+        let (off, end) = (700, 1700);
+        let set = DiskSet::EMPTY.with(d);
+        a.heal_unreadable(0, 0, off, &all[off..end], set, &mut scratch)
+            .unwrap();
+        let healed = a.disk_mut(d).unwrap().medium.is_empty();
+        assert_eq!(healed, level == Level::Raid1, "{level:?}");
+        if healed {
+            let at = lba as usize * 512;
+            assert_eq!(a.disk_mut(d).unwrap().data[at..at + 512], all[512..1024]);
         }
     }
 }
