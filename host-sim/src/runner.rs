@@ -4,15 +4,16 @@
 //! ## How time works
 //! The pool is single-threaded and its calls block; each member's device model keeps its own
 //! timeline ([`crate::model::TimedDisk`] never moves the clock). The runner keeps the virtual
-//! clock and an event list: each stream's next issue time (closed loop, queue depth 1), a
-//! scheduled disk failure, and background maintenance. It always takes the earliest event (ties:
-//! failure, then maintenance, then streams by index).
+//! clock and an event list: each stream's next issue time (queue depth 1; closed loop unless
+//! open, below), a scheduled disk failure, and background maintenance. It always takes the
+//! earliest event (ties: failure, then maintenance, then streams by index).
 //!
 //! Open loop ([`WorkloadSpec::rate_per_stream`]): each stream's requests arrive on a fixed
 //! schedule from its start; a request is issued at its arrival or when its stream's previous
 //! one completes, whichever is later, and its latency counts from its arrival, so a pool that
 //! falls behind the rate shows it as latency (queueing in the client), not as fewer requests
-//! asked. Think time (`Op::Idle`) moves the schedule.
+//! asked. Think time (`Op::Idle`) moves the schedule: the next request is due that long
+//! after the one before was due (at once if the stream is that far behind).
 //!
 //! A client request at time `t` first waits for the controller CPU (one core, modelled as a
 //! timeline: `cpu_ns_per_request + blocks × cpu_ns_per_block` per request), then the clock is
@@ -490,6 +491,7 @@ pub fn run(
     let cap_end = t0 + cfg.duration_ns.saturating_mul(10);
     let mut end = base_end;
     let mut events = 0u64;
+    let mut last_t = t0;
 
     // The earliest event. Streams waiting for the CPU all wake at the same time: the one
     // waiting longest goes first (a FIFO run queue), then the lower index.
@@ -512,6 +514,8 @@ pub fn run(
             (_, Some(m)) if m <= ts => (m, Ev::Maint),
             _ => (ts, Ev::Stream(si)),
         };
+        debug_assert!(t >= last_t, "event at {t} ns after one at {last_t} ns");
+        last_t = t;
         // Extend the run while a rebuild is due or going on.
         if t >= end {
             let rebuilding = expect_rebuild && rebuild_done.is_none();
@@ -613,8 +617,9 @@ pub fn run(
                         };
                         match s.source.next_op() {
                             Op::Idle(d) => {
-                                s.next_ns = arrival + d.max(1);
-                                s.next_arrival_ns = s.next_ns;
+                                // Behind schedule, the think time may already have passed.
+                                s.next_arrival_ns = arrival + d.max(1);
+                                s.next_ns = s.next_arrival_ns.max(t);
                                 continue;
                             }
                             op => s.pending = Pending::Op(op, arrival),
