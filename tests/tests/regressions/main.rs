@@ -100,12 +100,16 @@ regressions! {
     older_labels_after_import_seed_747890,
     older_root_durable_seed_214379,
     older_root_durable_seed_523016947,
+    #[ignore = "known failing: data lost after an online resync cut by a power cut, slot 6 stale"]
+    online_lost_writes_seed_1311749,
     online_silent_damage_seed_5125893,
     other_data_past_tolerance_seed_461359,
     other_data_past_tolerance_seed_925588,
     raid0_spare_seed_9112,
     rebuild_cursor_seed_836,
     rebuild_end_flush_seed_6007,
+    #[ignore = "known failing: data lost after a rebuild around latent errors and a misdirect"]
+    rebuild_latent_then_misdirect_seed_1324352,
     rebuild_stale_column_seed_695,
     rebuild_target_failed_seed_3001164,
     reopen_at_segment_end_seed_60698,
