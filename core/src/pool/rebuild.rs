@@ -12,7 +12,7 @@ use crate::error::IoError;
 use crate::event::Event;
 use crate::format::{ItemKind, Root, SegState};
 use crate::log::{Log, SeqRule};
-use crate::raid::{ArrayError, Column, DiskSet, DiskState, Geometry, LostRows};
+use crate::raid::{ArrayError, DiskSet, DiskState, Geometry, LostRows};
 
 /// A rebuild in progress.
 #[derive(Debug, Clone, Copy)]
@@ -255,10 +255,11 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
     }
 
     /// Rebuilds stripe `s` onto `disk` when its redundancy still disagrees after the item walk.
-    /// When the items checked only with parity columns `wrong` left out (a heal cannot rewrite
-    /// parity, and the walk could not say more), those are rebuilt with the member, from the
-    /// others: copying the member's column from a rotten parity would leave two wrong columns.
-    /// Otherwise (damage outside any live item) the stripe is rebuilt as it lies.
+    /// The members `wrong` the items checked without are rebuilt with the member, from the
+    /// others, when redundancy allows: a parity column the walk could not heal, or a data
+    /// column whose heal write was lost (silently, as the first fault was), would otherwise be
+    /// copied into the member and leave two wrong columns. Otherwise (damage outside any live
+    /// item) the stripe is rebuilt as it lies.
     fn rebuild_around(
         &mut self,
         s: u64,
@@ -266,12 +267,8 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         wrong: DiskSet,
     ) -> Result<Result<(), ArrayError>, IoError> {
         let geo = *self.array.geometry();
-        let parity_only = wrong.iter().all(|d| {
-            geo.column_of(s, d)
-                .is_some_and(|c| matches!(c, Column::P | Column::Q))
-        });
         let io = self.io()?;
-        if !wrong.is_empty() && parity_only && wrong.with(disk).len() <= geo.tolerance() {
+        if !wrong.is_empty() && wrong.with(disk).len() <= geo.tolerance() {
             let strip = geo.strip_bytes();
             let res = io.array.repair(s, 0, strip, wrong.with(disk), io.scratch);
             if res.is_ok() {

@@ -100,7 +100,6 @@ regressions! {
     older_labels_after_import_seed_747890,
     older_root_durable_seed_214379,
     older_root_durable_seed_523016947,
-    #[ignore = "known failing: data lost after an online resync cut by a power cut, slot 6 stale"]
     online_lost_writes_seed_1311749,
     online_silent_damage_seed_5125893,
     other_data_past_tolerance_seed_461359,
