@@ -341,6 +341,15 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
         Ok((h, at + HEADER_BYTES, ex))
     }
 
+    /// Whether the item at `ptr` checks, as [`Self::load_item_rebuilt`] checks it, when read
+    /// without the members of `without` (their columns reconstructed from the others). Only
+    /// that one read: no other set is tried and nothing is healed.
+    pub fn item_checks_without(&mut self, ptr: BlockPtr, expect: Expect, without: DiskSet) -> bool {
+        let len = ptr.len as usize;
+        (HEADER_BYTES..=self.item.len().saturating_sub(2 * 4096)).contains(&len)
+            && self.try_item(ptr, expect, without).is_ok()
+    }
+
     /// Reads `crcs.len()` whole 4 KiB blocks of the uncompressed extent item at log address
     /// `item`, from its block `first`, into `self.item`, each checked against its CRC32C in
     /// `crcs` (from the blocks' map entries) — the item's header and its other blocks are not

@@ -9,8 +9,8 @@ use raidcore_hal::BlockDevice;
 use super::Pool;
 use crate::error::IoError;
 use crate::event::Event;
-use crate::format::{self, BlockPtr, ItemKind, SegState};
-use crate::log::{Expect, SeqRule};
+use crate::format::{self, BlockPtr, ItemHeader, ItemKind, SegState};
+use crate::log::{Expect, LogIo, SeqRule};
 use crate::raid::{Array, ArrayError, Column, DiskSet, Level, VerifyReport};
 
 /// A scrub in progress.
@@ -314,12 +314,22 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             // the others destroyed a block whose own copy checked.
             return Ok((0, blocks));
         } else if checked && again.suspects.iter().any(|d| !redundancy.contains(d)) {
-            // The comparison names a column whose data the walk has just checked: the others
-            // are what is wrong. After a crash a stripe write may have reached one copy of a
-            // mirror and not the other two (the majority is then the stale one), or the data
-            // columns and not P and Q (the syndrome then points at a data column by chance).
-            // Repairing the named column from them destroyed checked data.
-            redundancy
+            if self.items_check_without(s, again.suspects)? {
+                // The named column is silently wrong only where no live item lies (a lost or
+                // misdirected write there): rewrite it alone. Rewriting P and Q instead, a
+                // power cut that tore the two writes left rows where each agreed with another
+                // version of that column, and once a member failed no set of members left out
+                // read the live rows of those stripes back.
+                again.suspects
+            } else {
+                // The comparison names a column whose data the walk has just checked: the
+                // others are what is wrong. After a crash a stripe write may have reached one
+                // copy of a mirror and not the other two (the majority is then the stale
+                // one), or the data columns and not P and Q (the syndrome then points at a
+                // data column by chance). Repairing the named column from them destroyed
+                // checked data.
+                redundancy
+            }
         } else {
             again.suspects
         };
@@ -453,6 +463,21 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         if seg >= self.log.segments() {
             return Err(IoError::OutOfRange);
         }
+        self.each_header(seg, |_, at, h| {
+            f(at, h.item_bytes() as u32, h.kind);
+            true
+        })
+    }
+
+    /// Hands `f` the log address and header of each item of segment `seg` in log order, up
+    /// to the head in the segment the log writes into (headers reconstructed where a member
+    /// does not check), until `f` returns `false` or no reconstruction makes a header check.
+    /// Returns the log address reached: the end of the last item `f` accepted.
+    fn each_header(
+        &mut self,
+        seg: u32,
+        mut f: impl FnMut(&mut LogIo<'_, D, N>, u64, &ItemHeader) -> bool,
+    ) -> Result<u64, IoError> {
         let start = self.log.seg_start(seg);
         let mut end = start + self.log.segment_bytes();
         if self.log.current_segment() == Some(seg) {
@@ -461,14 +486,40 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         let mut rule = SeqRule::walk(self.io()?.segs().get(seg));
         let mut at = start;
         while at < end {
-            let Some((h, _, _)) = self.io()?.find_header(at, (end - at) as usize, rule) else {
+            let mut io = self.io()?;
+            let Some((h, _, _)) = io.find_header(at, (end - at) as usize, rule) else {
                 break;
             };
             rule = rule.after(h.seq);
-            f(at, h.item_bytes() as u32, h.kind);
+            if !f(&mut io, at, &h) {
+                break;
+            }
             at += h.item_bytes() as u64;
         }
         Ok(at)
+    }
+
+    /// Whether every item in stripe `s` checks when read without the members of `without`
+    /// ([`LogIo::item_checks_without`]): their columns then matter to no live item as they
+    /// lie, so rewriting them from the others loses nothing. Read only.
+    fn items_check_without(&mut self, s: u64, without: DiskSet) -> Result<bool, IoError> {
+        let sdb = self.log.sdb() as u64;
+        let (lo, hi) = (s * sdb, (s + 1) * sdb);
+        let (mut all, mut covered) = (true, 0);
+        self.each_header(self.log.seg_of(lo), |io, at, h| {
+            covered = at + h.item_bytes() as u64;
+            if covered > lo && h.kind != ItemKind::Pad {
+                let ptr = BlockPtr {
+                    addr: at,
+                    len: h.item_bytes() as u32,
+                    crc: h.payload_crc,
+                    ditto: None,
+                };
+                all &= io.item_checks_without(ptr, Expect::header(h), without);
+            }
+            all && covered < hi
+        })?;
+        Ok(all && covered >= hi)
     }
 
     /// Reads every live item of a segment, which checks its CRC and heals it from redundancy.

@@ -1441,3 +1441,47 @@ fn rot_in_two_rows_needing_different_members_left_out_is_read_row_by_row() {
     );
     assert_eq!(p.bad_ranges(), []);
 }
+
+/// RAID-6, a misdirected write's damage on a data member in bytes no item holds (inside a
+/// pad): every item checks as it lies and the syndrome names that member. The scrub rewrites
+/// that member's strip alone, back to what it held, and leaves P and Q as they are (rewriting
+/// both, a torn pair of writes leaves rows no single set of members left out reads back).
+#[test]
+fn a_scrub_rewrites_a_data_column_damaged_outside_every_item_and_not_p_and_q() {
+    let mut p = new_pool(cfg(), 6, 40_000);
+    let lun = p.create_lun("a", 64).unwrap();
+    p.write(lun, 0, &block(1), false).unwrap();
+    p.flush().unwrap();
+    p.checkpoint().unwrap();
+    let mut pads = Vec::new();
+    p.walk_items(0, |at, len, kind| {
+        if kind == crate::format::ItemKind::Pad && len >= 2048 {
+            pads.push((at, len));
+        }
+    })
+    .unwrap();
+    let &(at, _) = pads.first().expect("a flush pads the rest of its stripe");
+    let geo = *p.array().geometry();
+    let (d, b, (stripe, _)) = placed_at(&mut p, at + 1024);
+    let strip = |p: &mut TestPool, col| {
+        let m = geo.disk_of(stripe, col).unwrap();
+        let lba = geo.stripe_lba(stripe) as usize * 512;
+        p.array_mut().disk_mut(m).unwrap().data[lba..lba + 4096].to_vec()
+    };
+    let (p_before, q_before) = (strip(&mut p, Column::P), strip(&mut p, Column::Q));
+    let bytes = b as usize * 512..b as usize * 512 + 512;
+    let good = p.array_mut().disk_mut(d).unwrap().data[bytes.clone()].to_vec();
+    for x in &mut p.array_mut().disk_mut(d).unwrap().data[bytes.clone()] {
+        *x ^= 0x5a;
+    }
+    p.start_scrub();
+    while !p.maintenance().unwrap().idle {}
+    assert_eq!(p.status().scrub_repaired, 8, "one strip of 8 blocks");
+    assert_eq!(p.array_mut().disk_mut(d).unwrap().data[bytes], good[..]);
+    assert_eq!(strip(&mut p, Column::P), p_before, "P untouched");
+    assert_eq!(strip(&mut p, Column::Q), q_before, "Q untouched");
+    assert_eq!(p.bad_ranges(), []);
+    let mut buf = vec![0u8; 4096];
+    p.read(lun, 0, &mut buf).unwrap();
+    assert_eq!(buf, block(1));
+}

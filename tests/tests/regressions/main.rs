@@ -107,7 +107,6 @@ regressions! {
     raid0_spare_seed_9112,
     rebuild_cursor_seed_836,
     rebuild_end_flush_seed_6007,
-    #[ignore = "known failing: data lost after a rebuild around latent errors and a misdirect"]
     rebuild_latent_then_misdirect_seed_1324352,
     rebuild_stale_column_seed_695,
     rebuild_target_failed_seed_3001164,
