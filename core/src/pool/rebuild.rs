@@ -12,7 +12,7 @@ use crate::error::IoError;
 use crate::event::Event;
 use crate::format::{ItemKind, Root, SegState};
 use crate::log::{Log, SeqRule};
-use crate::raid::{ArrayError, DiskSet, DiskState, Geometry, LostRows};
+use crate::raid::{ArrayError, Column, DiskSet, DiskState, Geometry, LostRows};
 
 /// A rebuild in progress.
 #[derive(Debug, Clone, Copy)]
@@ -212,20 +212,14 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         let before = self.array.stats().repair_bytes_written;
         let disk = r.disk as usize;
         let mut res = self.rebuild_checked(s, disk)?;
-        let sdb = self.log.sdb() as u64;
-        let seg = self.log.seg_of(s * sdb);
+        let seg = self.log.seg_of(s * self.log.sdb() as u64);
         let mut wrong = DiskSet::EMPTY;
         if matches!(res, Ok(false)) && r.walked != Some(seg) {
             // The redundancy left disagrees with the reconstruction: a surviving column is
             // silently stale (a lost or misdirected write), and copying it into the new member
             // would leave two wrong columns where redundancy allowed one.
-            // The segment's items, checked by their CRCs, find and heal the stale column; then
-            // the stripe is rebuilt again.
-            wrong = self
-                .scrub_items(seg, Some((s * sdb, (s + 1) * sdb)))?
-                .rebuilt_in_range;
             r.walked = Some(seg);
-            res = self.rebuild_checked(s, disk)?;
+            (wrong, res) = self.heal_then_rebuild(s, disk)?;
         }
         if matches!(res, Ok(false)) {
             res = self.rebuild_around(s, disk, wrong)?.map(|()| true);
@@ -254,12 +248,37 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         Ok(Ok(()))
     }
 
+    /// The item walk of stripe `s`'s segment, whose CRCs find and heal a stale data column,
+    /// then the checked rebuild of `s` onto `disk` again. Both once more when the walk wrote
+    /// heals and the stripe still disagrees: a heal write can be lost as silently as the write
+    /// it heals, and rebuilding from the stale column then would leave two wrong columns.
+    /// Returns the members the walks left out to make items in `s` check, and the result of
+    /// the last rebuild.
+    fn heal_then_rebuild(
+        &mut self,
+        s: u64,
+        disk: usize,
+    ) -> Result<(DiskSet, Result<bool, ArrayError>), IoError> {
+        let sdb = self.log.sdb() as u64;
+        let (seg, range) = (self.log.seg_of(s * sdb), Some((s * sdb, (s + 1) * sdb)));
+        let mut wrong = DiskSet::EMPTY;
+        let mut walks = 0;
+        loop {
+            let walk = self.scrub_items(seg, range)?;
+            walks += 1;
+            wrong = DiskSet(wrong.0 | walk.rebuilt_in_range.0);
+            let res = self.rebuild_checked(s, disk)?;
+            if walks == 2 || walk.repaired == 0 || !matches!(res, Ok(false)) {
+                return Ok((wrong, res));
+            }
+        }
+    }
+
     /// Rebuilds stripe `s` onto `disk` when its redundancy still disagrees after the item walk.
-    /// The members `wrong` the items checked without are rebuilt with the member, from the
-    /// others, when redundancy allows: a parity column the walk could not heal, or a data
-    /// column whose heal write was lost (silently, as the first fault was), would otherwise be
-    /// copied into the member and leave two wrong columns. Otherwise (damage outside any live
-    /// item) the stripe is rebuilt as it lies.
+    /// When the items checked only with parity columns `wrong` left out (a heal cannot rewrite
+    /// parity, and the walk could not say more), those are rebuilt with the member, from the
+    /// others: copying the member's column from a rotten parity would leave two wrong columns.
+    /// Otherwise (damage outside any live item) the stripe is rebuilt as it lies.
     fn rebuild_around(
         &mut self,
         s: u64,
@@ -267,8 +286,12 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         wrong: DiskSet,
     ) -> Result<Result<(), ArrayError>, IoError> {
         let geo = *self.array.geometry();
+        let parity_only = wrong.iter().all(|d| {
+            geo.column_of(s, d)
+                .is_some_and(|c| matches!(c, Column::P | Column::Q))
+        });
         let io = self.io()?;
-        if !wrong.is_empty() && wrong.with(disk).len() <= geo.tolerance() {
+        if !wrong.is_empty() && parity_only && wrong.with(disk).len() <= geo.tolerance() {
             let strip = geo.strip_bytes();
             let res = io.array.repair(s, 0, strip, wrong.with(disk), io.scratch);
             if res.is_ok() {
