@@ -1485,3 +1485,46 @@ fn a_scrub_rewrites_a_data_column_damaged_outside_every_item_and_not_p_and_q() {
     p.read(lun, 0, &mut buf).unwrap();
     assert_eq!(buf, block(1));
 }
+
+/// RAID-6 with a hot spare: a data member holds a stale block under an extent (a lost write),
+/// and the member holding P fails. The rebuild finds P's reconstruction disagreeing with Q,
+/// and its item walk heals the stale block, but that heal write is lost too. The rebuild
+/// walks and heals once more before it writes the spare: P on the spare is the P that was
+/// lost (not one computed from the stale block), and the stale block holds its data again.
+#[test]
+fn a_rebuild_heals_again_when_its_heal_write_was_lost() {
+    let c = cfg();
+    let mem = vec![0u8; TestPool::memory_bytes(&c, 6)];
+    let mut p = TestPool::create(disks(6, 40_000), disks(1, 40_000), c, [7; 16], mem).unwrap();
+    let lun = p.create_lun("a", 64).unwrap();
+    write_blocks(&mut p, lun, 0, 8, 0);
+    p.checkpoint().unwrap();
+    let e = p.vol().unwrap().map_get(lun, 0).unwrap();
+    assert!(!e.compressed, "{e:?}");
+    let geo = *p.array().geometry();
+    let (x, b, (stripe, parity)) = placed_at(&mut p, e.block_addr() + 2048);
+    let y = parity.unwrap();
+    let strip = geo.stripe_lba(stripe) as usize * 512..(geo.stripe_lba(stripe) as usize + 8) * 512;
+    let p_strip = p.array_mut().disk_mut(y).unwrap().data[strip].to_vec();
+    let bytes = b as usize * 512..b as usize * 512 + 512;
+    let disk = p.array_mut().disk_mut(x).unwrap();
+    let good = disk.data[bytes.clone()].to_vec();
+    for v in &mut disk.data[bytes.clone()] {
+        *v ^= 0x3c;
+    }
+    let first = geo.stripe_lba(stripe);
+    disk.lose = Some((first, first + 8));
+    p.fail_disk(y).unwrap();
+    while !p.maintenance().unwrap().idle {}
+    assert_eq!(p.status().health, Health::Online);
+    let disk = p.array_mut().disk_mut(x).unwrap();
+    assert_eq!(disk.lose, None, "the first heal write was lost");
+    assert_eq!(disk.data[bytes], good[..], "the second heal landed");
+    let spare = p.array_mut().disk_mut(y).unwrap();
+    let strip = geo.stripe_lba(stripe) as usize * 512..(geo.stripe_lba(stripe) as usize + 8) * 512;
+    assert!(
+        spare.data[strip] == p_strip[..],
+        "P rebuilt from checked data"
+    );
+    assert_blocks(&mut p, lun, 0, 8, 0, "after the rebuild");
+}

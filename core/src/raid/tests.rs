@@ -20,6 +20,9 @@ pub(crate) struct RamDisk {
     pub writes: u64,
     /// Writes fail with the host's storage full ([`ErrorKind::NoSpace`]).
     pub full: bool,
+    /// The next write starting in this block range is acknowledged and not made (a lost
+    /// write); the range is cleared then.
+    pub lose: Option<(u64, u64)>,
 }
 
 impl RamDisk {
@@ -33,6 +36,7 @@ impl RamDisk {
             transient: 0,
             writes: 0,
             full: false,
+            lose: None,
         }
     }
 }
@@ -75,6 +79,10 @@ impl BlockDevice for RamDisk {
         }
         if let Some(&bad) = self.sticky.iter().find(|&&b| b >= lba && b < lba + n) {
             return Err(ErrorKind::Medium { lba: bad });
+        }
+        if self.lose.is_some_and(|(lo, hi)| lba >= lo && lba < hi) {
+            self.lose = None;
+            return Ok(());
         }
         self.medium.retain(|&b| b < lba || b >= lba + n);
         let o = lba as usize * self.bs;
