@@ -1505,7 +1505,7 @@ fn a_rebuild_heals_again_when_its_heal_write_was_lost() {
     let (x, b, (stripe, parity)) = placed_at(&mut p, e.block_addr() + 2048);
     let y = parity.unwrap();
     let strip = geo.stripe_lba(stripe) as usize * 512..(geo.stripe_lba(stripe) as usize + 8) * 512;
-    let p_strip = p.array_mut().disk_mut(y).unwrap().data[strip].to_vec();
+    let p_strip = p.array_mut().disk_mut(y).unwrap().data[strip.clone()].to_vec();
     let bytes = b as usize * 512..b as usize * 512 + 512;
     let disk = p.array_mut().disk_mut(x).unwrap();
     let good = disk.data[bytes.clone()].to_vec();
@@ -1521,7 +1521,6 @@ fn a_rebuild_heals_again_when_its_heal_write_was_lost() {
     assert_eq!(disk.lose, None, "the first heal write was lost");
     assert_eq!(disk.data[bytes], good[..], "the second heal landed");
     let spare = p.array_mut().disk_mut(y).unwrap();
-    let strip = geo.stripe_lba(stripe) as usize * 512..(geo.stripe_lba(stripe) as usize + 8) * 512;
     assert!(
         spare.data[strip] == p_strip[..],
         "P rebuilt from checked data"
