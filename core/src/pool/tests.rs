@@ -26,8 +26,12 @@ fn disks(n: usize, blocks: u64) -> Vec<RamDisk> {
 }
 
 fn new_pool(c: PoolConfig, n: usize, blocks: u64) -> TestPool {
+    new_pool_with_spares(c, n, 0, blocks)
+}
+
+fn new_pool_with_spares(c: PoolConfig, n: usize, spares: usize, blocks: u64) -> TestPool {
     let mem = vec![0u8; TestPool::memory_bytes(&c, n)];
-    TestPool::create(disks(n, blocks), disks(0, blocks), c, [7; 16], mem).unwrap()
+    TestPool::create(disks(n, blocks), disks(spares, blocks), c, [7; 16], mem).unwrap()
 }
 
 fn block(seed: u64) -> Vec<u8> {
@@ -1493,9 +1497,7 @@ fn a_scrub_rewrites_a_data_column_damaged_outside_every_item_and_not_p_and_q() {
 /// lost (not one computed from the stale block), and the stale block holds its data again.
 #[test]
 fn a_rebuild_heals_again_when_its_heal_write_was_lost() {
-    let c = cfg();
-    let mem = vec![0u8; TestPool::memory_bytes(&c, 6)];
-    let mut p = TestPool::create(disks(6, 40_000), disks(1, 40_000), c, [7; 16], mem).unwrap();
+    let mut p = new_pool_with_spares(cfg(), 6, 1, 40_000);
     let lun = p.create_lun("a", 64).unwrap();
     write_blocks(&mut p, lun, 0, 8, 0);
     p.checkpoint().unwrap();
