@@ -8,6 +8,7 @@
 //! Progress bars go to stderr and are hidden when stderr is not a terminal; results go to stdout,
 //! as a human table or, with `--json`, as one JSON object.
 
+use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
@@ -207,15 +208,19 @@ pub struct RunArgs {
 /// Options of `demo`.
 #[derive(Debug, Args)]
 pub struct DemoArgs {
-    /// Run options.
+    /// Run options (of the voice run; the branch office takes its seed, run length, failure
+    /// point, device model, data, disk size and rebuild rule from them).
     #[command(flatten)]
     pub run: RunArgs,
+    /// Run the voice workload only, not the branch office after it.
+    #[arg(long)]
+    pub no_branch_office: bool,
 }
 
 /// Options of `bench`.
 #[derive(Debug, Args)]
 pub struct BenchArgs {
-    /// voice, mixed, random-write, sequential-read, parity, engine or nbd.
+    /// voice, mixed, random-write, sequential-read, branch-office, parity, engine or nbd.
     pub what: String,
     /// Run options (workloads and `nbd`).
     #[command(flatten)]
@@ -288,7 +293,7 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
         ),
         Cmd::Bench(a) => bench(&a),
         Cmd::Sim(a) => sim(&a),
-        Cmd::Demo(a) => sim_run(&a.run, WorkloadKind::Voice),
+        Cmd::Demo(a) => demo(&a),
     }
 }
 
@@ -392,32 +397,38 @@ fn sim(a: &SimArgs) -> Result<(), Failure> {
     }
 }
 
-fn sim_run(r: &RunArgs, kind: WorkloadKind) -> Result<(), Failure> {
-    let opts = sim_options(r, kind)?;
-    eprintln!("raidcore-sim: {}", opts.describe());
-    let total = opts.duration_ns.max(1);
-    let mut bars: Vec<(String, ProgressBar)> = Vec::new();
-    let out = demo::run(&opts, &mut |label, done, len| {
-        if bars.last().is_none_or(|(l, _)| l != label) {
-            if let Some((_, b)) = bars.last() {
+/// Progress bars of runs in turn, one per run label, on stderr.
+#[derive(Default)]
+struct Bars(Vec<(String, ProgressBar)>);
+
+impl Bars {
+    fn update(&mut self, label: &str, done: u64, len: u64) {
+        if self.0.last().is_none_or(|(l, _)| l != label) {
+            if let Some((_, b)) = self.0.last() {
                 b.finish_and_clear();
             }
-            bars.push((label.to_string(), bar(total, label)));
+            self.0.push((label.to_string(), bar(len.max(1), label)));
         }
-        if let Some((_, b)) = bars.last() {
+        if let Some((_, b)) = self.0.last() {
             b.set_length(len.max(1));
             b.set_position(done.min(len));
         }
-    })
-    .map_err(Failure::Error)?;
-    for (_, b) in &bars {
-        b.finish_and_clear();
     }
-    if r.json {
-        print(&out.report.to_json());
-    } else {
-        print(&out.report.to_text());
+
+    fn finish(&self) {
+        for (_, b) in &self.0 {
+            b.finish_and_clear();
+        }
     }
+}
+
+/// Runs `opts` (and its baseline) with progress bars, and writes the plot if asked.
+fn run_workload(r: &RunArgs, opts: &SimOptions) -> Result<demo::Outcome, Failure> {
+    eprintln!("raidcore-sim: {}", opts.describe());
+    let mut bars = Bars::default();
+    let out = demo::run(opts, &mut |label, done, len| bars.update(label, done, len))
+        .map_err(Failure::Error)?;
+    bars.finish();
     if let Some(path) = &r.svg {
         let mut series = vec![plot::Series {
             label: "raidcore",
@@ -433,14 +444,86 @@ fn sim_run(r: &RunArgs, kind: WorkloadKind) -> Result<(), Failure> {
         plot::write_svg(path, &title, &series).map_err(Failure::Error)?;
         eprintln!("raidcore-sim: wrote {}", path.display());
     }
-    if out.report.verified() {
+    Ok(out)
+}
+
+/// The exit for a report that verified or not.
+fn verdict(report: &crate::report::Report) -> Result<(), Failure> {
+    if report.verified() {
         Ok(())
     } else {
         Err(Failure::Verify(format!(
             "{} verify errors (raidcore), {} (baseline)",
-            out.report.main.verify_errors,
-            out.report.baseline.as_ref().map_or(0, |b| b.verify_errors)
+            report.main.verify_errors,
+            report.baseline.as_ref().map_or(0, |b| b.verify_errors)
         )))
+    }
+}
+
+fn sim_run(r: &RunArgs, kind: WorkloadKind) -> Result<(), Failure> {
+    let opts = sim_options(r, kind)?;
+    let out = run_workload(r, &opts)?;
+    if r.json {
+        print(&out.report.to_json());
+    } else {
+        print(&out.report.to_text());
+    }
+    verdict(&out.report)
+}
+
+/// `demo`: the voice workload beside its baseline, then the branch office healthy beside
+/// failed; one JSON object with `--json` (the voice run's keys, `branch_office` and
+/// `wall_seconds`).
+fn demo(a: &DemoArgs) -> Result<(), Failure> {
+    let opts = sim_options(&a.run, WorkloadKind::Voice)?;
+    let t = std::time::Instant::now();
+    let out = run_workload(&a.run, &opts)?;
+    let voice_wall = t.elapsed().as_secs_f64();
+    let branch = if a.no_branch_office {
+        None
+    } else {
+        let bopts = crate::branch::options(&opts);
+        eprintln!("raidcore-sim: branch office: {}", bopts.describe());
+        let t = std::time::Instant::now();
+        let mut bars = Bars::default();
+        let rep = crate::branch::run(&bopts, &mut |l, d, n| bars.update(l, d, n))
+            .map_err(Failure::Error)?;
+        bars.finish();
+        Some((rep, t.elapsed().as_secs_f64()))
+    };
+    let wall = serde_json::json!({
+        "voice": (voice_wall * 10.0).round() / 10.0,
+        "branch_office": branch.as_ref().map(|b| (b.1 * 10.0).round() / 10.0),
+    });
+    if a.run.json {
+        let mut v = serde_json::to_value(&out.report)?;
+        v["branch_office"] = serde_json::to_value(branch.as_ref().map(|b| &b.0))?;
+        v["wall_seconds"] = wall;
+        let mut s = serde_json::to_string_pretty(&v)?;
+        s.push('\n');
+        print(&s);
+    } else {
+        let mut s = out.report.to_text();
+        if let Some((b, _)) = &branch {
+            s.push('\n');
+            s.push_str(&b.to_text());
+        }
+        let _ = writeln!(
+            s,
+            "wall time: voice {voice_wall:.1} s{}",
+            branch
+                .as_ref()
+                .map_or(String::new(), |b| format!(", branch office {:.1} s", b.1))
+        );
+        print(&s);
+    }
+    verdict(&out.report)?;
+    match branch {
+        Some((b, _)) if !b.verified() => Err(Failure::Verify(format!(
+            "branch office: {} verify errors (healthy), {} (failed)",
+            b.healthy.verify_errors, b.failed.verify_errors
+        ))),
+        _ => Ok(()),
     }
 }
 

@@ -195,12 +195,14 @@ pub struct Outcome {
     pub baseline: Option<RunResult>,
 }
 
-/// Builds one pool and runs the workload on it.
-fn one_run(
+/// Builds one pool in `dir` and runs the workload on it (`baseline`: coalescing off and
+/// writes through); `label` names the run in progress and errors.
+pub(crate) fn one_run(
     opts: &SimOptions,
     dir: &Path,
     data: &DataSource,
     baseline: bool,
+    label: &str,
     progress: &mut dyn FnMut(&str, u64, u64),
 ) -> Result<RunResult, String> {
     let mut cfg = opts.pool_config();
@@ -248,7 +250,6 @@ fn one_run(
         seed: opts.seed,
         scrub_after: opts.scrub_after,
     };
-    let label = if baseline { "baseline" } else { "raidcore" };
     let mut result = runner::run(&mut dp, &opts.workload, data, &run_cfg, |d, t| {
         progress(label, d, t);
     });
@@ -277,13 +278,21 @@ pub fn run(opts: &SimOptions, progress: &mut dyn FnMut(&str, u64, u64)) -> Resul
             .map_err(|e| format!("creating a temporary directory: {e}"))?;
         tmp.path().to_path_buf()
     };
-    let main = one_run(opts, &base.join("raidcore"), &data, false, progress)?;
+    let main = one_run(
+        opts,
+        &base.join("raidcore"),
+        &data,
+        false,
+        "raidcore",
+        progress,
+    )?;
     let baseline = if opts.baseline {
         Some(one_run(
             opts,
             &base.join("baseline"),
             &data,
             true,
+            "baseline",
             progress,
         )?)
     } else {

@@ -13,6 +13,7 @@
 pub mod bench_engine;
 pub mod bench_nbd;
 pub mod bench_parity;
+pub mod branch;
 pub mod campaign;
 pub mod cli;
 pub mod clock;

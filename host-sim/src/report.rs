@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
-use crate::runner::RunResult;
+use crate::runner::{RoleResult, RunResult};
 
 /// Rounds to 3 decimals (reports stay readable and byte-stable).
 fn r3(x: f64) -> f64 {
@@ -107,6 +107,82 @@ pub struct PhaseLatency {
     pub after_rebuild: Option<Latency>,
 }
 
+/// One workload of a run (the streams of one role, e.g. `sql`), as reported.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WorkloadReport {
+    /// The role of its streams (`sql`, `vdi desktop`, `file share`, `sequential write`, …).
+    pub workload: String,
+    /// The LUN it uses (its first stream's).
+    pub lun: u16,
+    /// Its streams.
+    pub streams: usize,
+    /// Reads + writes per virtual second.
+    pub iops: f64,
+    /// Client MB/s.
+    pub mb_s: f64,
+    /// Read and write latency.
+    pub latency_ms: Latency,
+    /// Transactions (requests ended by a flush the workload asked for) per virtual second;
+    /// `null` for a workload without them.
+    pub transactions_per_s: Option<f64>,
+    /// From a transaction's first request to its commit's completion.
+    pub transaction_latency_ms: Option<Latency>,
+    /// Client MB/s by phase.
+    pub throughput_mb_s: Throughput,
+    /// Within the asked run length (`setup.virtual_seconds_asked` from the start, the window
+    /// two runs share even when a rebuild made one longer): reads + writes per virtual second.
+    pub window_iops: f64,
+    /// Client MB/s in that window.
+    pub window_mb_s: f64,
+    /// Transactions per virtual second in that window (`null` without transactions).
+    pub window_transactions_per_s: Option<f64>,
+    /// Blocks of its LUN that did not read back as written after the run.
+    pub blocks_lost: u64,
+}
+
+impl WorkloadReport {
+    /// From one role's figures in a run of `r`.
+    #[must_use]
+    pub fn new(role: &RoleResult, r: &RunResult) -> WorkloadReport {
+        let dur = r.duration_ns.max(1) as f64 / 1e9;
+        let win = r.asked_ns.min(r.duration_ns).max(1) as f64 / 1e9;
+        let t = throughput(r, &role.phase_bytes);
+        WorkloadReport {
+            workload: role.role.to_string(),
+            lun: role.lun,
+            streams: role.streams,
+            iops: r3(role.ops as f64 / dur),
+            mb_s: r3(role.bytes as f64 / 1e6 / dur),
+            latency_ms: Latency::from_hist(&role.latency),
+            transactions_per_s: (role.commits > 0).then(|| r3(role.commits as f64 / dur)),
+            transaction_latency_ms: (role.commits > 0)
+                .then(|| Latency::from_hist(&role.commit_latency)),
+            throughput_mb_s: t,
+            window_iops: r3(role.window_ops as f64 / win),
+            window_mb_s: r3(role.window_bytes as f64 / 1e6 / win),
+            window_transactions_per_s: (role.commits > 0)
+                .then(|| r3(role.window_commits as f64 / win)),
+            blocks_lost: role.blocks_lost,
+        }
+    }
+}
+
+/// Client MB/s by phase of `r`, from the bytes completed in each phase.
+fn throughput(r: &RunResult, phase_bytes: &[u64; 3]) -> Throughput {
+    let mbs = |k: usize| {
+        (r.phase_ns[k] > 0).then(|| r3(phase_bytes[k] as f64 / 1e6 / (r.phase_ns[k] as f64 / 1e9)))
+    };
+    let before = mbs(0).unwrap_or(0.0);
+    let during = r.fail_ns.and(mbs(1));
+    let after = r.rebuild_done_ns.and(mbs(2));
+    Throughput {
+        before_failure: before,
+        during_rebuild: during,
+        after_rebuild: after,
+        during_vs_before: during.filter(|_| before > 0.0).map(|d| r3(d / before)),
+    }
+}
+
 /// One run, as reported (the keys of `--json`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RunReport {
@@ -128,6 +204,8 @@ pub struct RunReport {
     pub iops_per_stream_min: f64,
     /// What each stream does (`sequential write`, `oltp`, `vdi`, `file server`, …).
     pub stream_roles: Vec<String>,
+    /// The streams of each role together, in the order of each role's first stream.
+    pub workloads: Vec<WorkloadReport>,
     /// Read and write latency.
     pub latency_ms: Latency,
     /// Read and write latency before, during and after the rebuild.
@@ -183,13 +261,6 @@ impl RunReport {
             .iter()
             .map(super::runner::StreamCounters::ops)
             .sum();
-        let mbs = |k: usize| {
-            (r.phase_ns[k] > 0)
-                .then(|| r3(r.phase_bytes[k] as f64 / 1e6 / (r.phase_ns[k] as f64 / 1e9)))
-        };
-        let before = mbs(0).unwrap_or(0.0);
-        let during = r.fail_ns.and(mbs(1));
-        let after = r.rebuild_done_ns.and(mbs(2));
         let scrub_bad =
             r.scrub_repaired_blocks.unwrap_or(0) + r.scrub_unrepairable_blocks.unwrap_or(0);
         RunReport {
@@ -202,6 +273,7 @@ impl RunReport {
             iops_per_stream_min: iops.iter().copied().fold(f64::INFINITY, f64::min).min(1e18),
             iops_per_stream: iops,
             stream_roles: r.streams.iter().map(|s| s.role.to_string()).collect(),
+            workloads: r.roles.iter().map(|k| WorkloadReport::new(k, r)).collect(),
             latency_ms: Latency::from_hist(&r.latency),
             latency_by_phase_ms: PhaseLatency {
                 before_failure: Latency::from_hist(&r.phase_latency[0]),
@@ -226,12 +298,7 @@ impl RunReport {
                 bytes_read: r.rebuild_bytes_read,
                 stripes: r.rebuild_stripes,
             },
-            throughput_mb_s: Throughput {
-                before_failure: before,
-                during_rebuild: during,
-                after_rebuild: after,
-                during_vs_before: during.filter(|_| before > 0.0).map(|d| r3(d / before)),
-            },
+            throughput_mb_s: throughput(r, &r.phase_bytes),
             verified_blocks: r.verified_blocks,
             verified_written_blocks: r.verified_written_blocks,
             verified_after_reimport_blocks: r.reimport.as_ref().map(|v| v.blocks),
@@ -390,7 +457,12 @@ impl Report {
             .unwrap_or(0);
         let roles = &self.main.stream_roles;
         let mixed = roles.iter().any(|r| Some(r) != roles.first());
-        for i in 0..max_streams {
+        // Many streams of several workloads: a line per workload, not per stream.
+        let per_stream = !mixed || max_streams <= 8;
+        if mixed {
+            workload_lines(&mut s, &runs, &line);
+        }
+        for i in (0..max_streams).filter(|_| per_stream) {
             let role = roles.get(i).filter(|_| mixed);
             line(
                 &mut s,
@@ -570,6 +642,41 @@ impl Report {
             }
         );
         s
+    }
+}
+
+/// The table's lines per workload (role): IOPS and MB/s, and transactions per second with
+/// their p99 latency where the workload has transactions; one column per run.
+fn workload_lines(
+    s: &mut String,
+    runs: &[&RunReport],
+    line: &impl Fn(&mut String, &str, Vec<String>),
+) {
+    let Some(main) = runs.first() else {
+        return;
+    };
+    for (k, w) in main.workloads.iter().enumerate() {
+        let cell = |f: &dyn Fn(&WorkloadReport) -> String| {
+            runs.iter()
+                .map(|r| r.workloads.get(k).map_or_else(|| "-".to_string(), f))
+                .collect()
+        };
+        let name = format!("  {} ({} streams)", w.workload, w.streams);
+        line(
+            s,
+            &name,
+            cell(&|w| format!("{:.0} IOPS, {:.2} MB/s", w.iops, w.mb_s)),
+        );
+        if w.transactions_per_s.is_some() {
+            line(
+                s,
+                "    transactions/s (p99 ms)",
+                cell(&|w| {
+                    let p99 = w.transaction_latency_ms.map_or(0.0, |l| l.p99);
+                    format!("{:.1} ({p99:.1})", w.transactions_per_s.unwrap_or(0.0))
+                }),
+            );
+        }
     }
 }
 

@@ -121,6 +121,9 @@ pub struct StreamCounters {
     pub writes: u64,
     /// Flushes completed.
     pub flushes: u64,
+    /// Transactions committed: flushes the workload asked for ([`Op::Flush`]), each ending
+    /// the requests issued since the one before.
+    pub commits: u64,
     /// Bytes read and written.
     pub bytes: u64,
     /// What the stream does ([`Stream::role`]).
@@ -148,13 +151,54 @@ pub struct Bucket {
     pub latency_max_ns: u64,
 }
 
+/// One role's streams together (`sql`, `vdi desktop`, `file share`, …), for reports per
+/// workload.
+#[derive(Debug, Clone)]
+pub struct RoleResult {
+    /// The role ([`Stream::role`]).
+    pub role: &'static str,
+    /// The LUN of its first stream.
+    pub lun: u16,
+    /// Its streams.
+    pub streams: usize,
+    /// Reads and writes completed.
+    pub ops: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Latency of its reads and writes, in nanoseconds.
+    pub latency: Histogram<u64>,
+    /// Transactions committed ([`StreamCounters::commits`]).
+    pub commits: u64,
+    /// From a transaction's first request to its commit's completion, in nanoseconds.
+    pub commit_latency: Histogram<u64>,
+    /// Bytes completed before the failure, during the rebuild, after it.
+    pub phase_bytes: [u64; 3],
+    /// Reads and writes completed in each phase.
+    pub phase_ops: [u64; 3],
+    /// Reads and writes completed within the asked run length ([`RunConfig::duration_ns`]
+    /// from the start): the window two runs of one workload share, whether or not a rebuild
+    /// made one of them longer.
+    pub window_ops: u64,
+    /// Their bytes.
+    pub window_bytes: u64,
+    /// Transactions committed within that window.
+    pub window_commits: u64,
+    /// Blocks of its LUN that read wrong or not at all when every block was read back after
+    /// the run (its LUN is shared if other roles use it too).
+    pub blocks_lost: u64,
+}
+
 /// What a run measured. Times are virtual nanoseconds after the start of the measured run.
 #[derive(Debug, Clone)]
 pub struct RunResult {
     /// Length of the measured run (longer than asked if a rebuild ran over).
     pub duration_ns: u64,
+    /// The length asked ([`RunConfig::duration_ns`]).
+    pub asked_ns: u64,
     /// Per stream.
     pub streams: Vec<StreamCounters>,
+    /// Per role, in the order of each role's first stream.
+    pub roles: Vec<RoleResult>,
     /// Latency of reads and writes, in nanoseconds.
     pub latency: Histogram<u64>,
     /// Latency of flushes, in nanoseconds.
@@ -227,10 +271,12 @@ enum Ev {
     Stream(usize),
 }
 
+/// A stream's request waiting for the CPU, with the time it was asked.
 #[derive(Debug, Clone, Copy)]
 enum Pending {
     None,
     Op(Op, u64),
+    /// The flush of the runner's timer ([`RunConfig::flush_interval_ns`]).
     Flush(u64),
 }
 
@@ -242,6 +288,10 @@ struct StreamState {
     next_flush_ns: u64,
     pending: Pending,
     counters: StreamCounters,
+    /// When the stream's open transaction asked its first request.
+    txn_start: Option<u64>,
+    latency: Histogram<u64>,
+    commit_latency: Histogram<u64>,
 }
 
 /// What the runner knows per LUN: the content id of each block (ids regenerate content with
@@ -262,6 +312,8 @@ pub struct Verification {
     pub errors: u64,
     /// The first few failures.
     pub messages: Vec<String>,
+    /// Blocks in `errors` per LUN.
+    pub lun_errors: BTreeMap<u16, u64>,
 }
 
 /// Reads every block of every LUN the oracle knows through `dp`'s pool and compares it with
@@ -282,6 +334,7 @@ pub fn verify_all(dp: &mut DirPool, oracle: &Oracle, data: &DataSource) -> Verif
                         let id = ids[(lba + k as u64) as usize];
                         if !block_ok(data, id, b, &mut scratch) {
                             v.errors += 1;
+                            *v.lun_errors.entry(lun).or_default() += 1;
                             if v.messages.len() < 16 {
                                 v.messages
                                     .push(format!("LUN {lun} LBA {}: wrong data", lba + k as u64));
@@ -294,6 +347,7 @@ pub fn verify_all(dp: &mut DirPool, oracle: &Oracle, data: &DataSource) -> Verif
                 }
                 Err(e) => {
                     v.errors += blocks;
+                    *v.lun_errors.entry(lun).or_default() += blocks;
                     if v.messages.len() < 16 {
                         v.messages.push(format!("verify read: {e}"));
                     }
@@ -461,6 +515,9 @@ pub fn run(
                     role,
                     ..StreamCounters::default()
                 },
+                txn_start: None,
+                latency: new_hist(),
+                commit_latency: new_hist(),
             }
         })
         .collect();
@@ -469,8 +526,10 @@ pub fn run(
     let mut flush_latency = new_hist();
     let mut timeline: Vec<Bucket> = Vec::new();
     let bucket_ns = cfg.bucket_ns.max(1);
-    // Completed client I/O: (completion time, bytes, latency), for the phase figures.
-    let mut completions: Vec<(u64, u64, u64)> = Vec::new();
+    // Completed client I/O: (completion time, bytes, latency, stream), for the phase figures.
+    let mut completions: Vec<(u64, u64, u64, usize)> = Vec::new();
+    // Transactions committed: (completion time, stream).
+    let mut commits: Vec<(u64, usize)> = Vec::new();
     let interval_ns = spec
         .rate_per_stream
         .map(|r| (NS_PER_S / u64::from(r.max(1))).max(1));
@@ -635,7 +694,7 @@ pub fn run(
                     Pending::Op(Op::Write { blocks, .. } | Op::Read { blocks, .. }, at) => {
                         (at, u64::from(blocks))
                     }
-                    Pending::Flush(at) | Pending::Op(Op::Idle(_), at) => (at, 0),
+                    Pending::Flush(at) | Pending::Op(Op::Idle(_) | Op::Flush, at) => (at, 0),
                     Pending::None => (t, 0),
                 };
                 let cost = cfg.cpu_ns_per_request + blocks * cfg.cpu_ns_per_block;
@@ -647,6 +706,13 @@ pub fn run(
                 let lun = s.source.lun;
                 let mut bytes = 0u64;
                 let mut is_flush = false;
+                let periodic = matches!(s.pending, Pending::Flush(_));
+                if matches!(
+                    s.pending,
+                    Pending::Op(Op::Read { .. } | Op::Write { .. }, _)
+                ) {
+                    s.txn_start.get_or_insert(issued);
+                }
                 match s.pending {
                     Pending::Op(
                         Op::Write {
@@ -690,7 +756,7 @@ pub fn run(
                         bytes = len as u64;
                         client_read_bytes += bytes;
                     }
-                    Pending::Flush(_) => {
+                    Pending::Flush(_) | Pending::Op(Op::Flush, _) => {
                         is_flush = true;
                         if let Err(e) = dp.pool.flush() {
                             note_err(now - t0, "flush", &e);
@@ -707,17 +773,25 @@ pub fn run(
                 } else {
                     done
                 };
-                if is_flush {
+                if is_flush && periodic {
                     let _ = flush_latency.record(lat);
                     let iv = cfg.flush_interval_ns.unwrap_or(NS_PER_S);
                     s.next_flush_ns += iv;
                     if s.next_flush_ns <= done {
                         s.next_flush_ns = done + iv;
                     }
+                } else if is_flush {
+                    let _ = flush_latency.record(lat);
+                    if let Some(start) = s.txn_start.take() {
+                        let _ = s.commit_latency.record((done - start).max(1));
+                        s.counters.commits += 1;
+                        commits.push((done, i));
+                    }
                 } else {
                     let _ = latency.record(lat);
+                    let _ = s.latency.record(lat);
                     s.counters.bytes += bytes;
-                    completions.push((done, bytes, lat));
+                    completions.push((done, bytes, lat, i));
                     let b = ((done - t0) / bucket_ns) as usize;
                     if timeline.len() <= b {
                         timeline.resize(b + 1, Bucket::default());
@@ -771,7 +845,7 @@ pub fn run(
     let bounds = [(t0, fail_t), (fail_t, rb_t), (rb_t, end_ns)];
     let mut phase_bytes = [0u64; 3];
     let mut phase_latency = [new_hist(), new_hist(), new_hist()];
-    for &(c, b, lat) in &completions {
+    for &(c, b, lat, _) in &completions {
         for (k, &(lo, hi)) in bounds.iter().enumerate() {
             if c >= lo && c < hi {
                 phase_bytes[k] += b;
@@ -806,9 +880,18 @@ pub fn run(
         scrub_unrep = Some(st.scrub_unrepairable);
     }
 
+    let done = Done {
+        completions: &completions,
+        commits: &commits,
+        phases: &bounds,
+        window: (t0, base_end),
+    };
+    let roles = role_results(&streams, &done, &check);
     RunResult {
         duration_ns: end_ns - t0,
+        asked_ns: cfg.duration_ns,
         streams: streams.iter().map(|s| s.counters).collect(),
+        roles,
         latency,
         flush_latency,
         timeline,
@@ -848,4 +931,76 @@ pub fn run(
         reimport: None,
         start_clock_ns: t0,
     }
+}
+
+/// What completed in a run, and the spans it is summed over (`[start, end)` in clock
+/// nanoseconds).
+struct Done<'a> {
+    /// Reads and writes: (completion time, bytes, latency, stream).
+    completions: &'a [(u64, u64, u64, usize)],
+    /// Transactions: (completion time, stream).
+    commits: &'a [(u64, usize)],
+    /// Before the failure, during the rebuild, after it.
+    phases: &'a [(u64, u64); 3],
+    /// The asked run length.
+    window: (u64, u64),
+}
+
+/// The streams' figures summed per role; `check` is what reading every block back found.
+fn role_results(streams: &[StreamState], done: &Done, check: &Verification) -> Vec<RoleResult> {
+    let mut roles: Vec<RoleResult> = Vec::new();
+    let mut role_of = Vec::with_capacity(streams.len());
+    for s in streams {
+        let role = s.counters.role;
+        let k = roles
+            .iter()
+            .position(|r| r.role == role)
+            .unwrap_or_else(|| {
+                roles.push(RoleResult {
+                    role,
+                    lun: s.source.lun,
+                    streams: 0,
+                    ops: 0,
+                    bytes: 0,
+                    latency: new_hist(),
+                    commits: 0,
+                    commit_latency: new_hist(),
+                    phase_bytes: [0; 3],
+                    phase_ops: [0; 3],
+                    window_ops: 0,
+                    window_bytes: 0,
+                    window_commits: 0,
+                    blocks_lost: check.lun_errors.get(&s.source.lun).copied().unwrap_or(0),
+                });
+                roles.len() - 1
+            });
+        let r = &mut roles[k];
+        r.streams += 1;
+        r.ops += s.counters.ops();
+        r.bytes += s.counters.bytes;
+        r.commits += s.counters.commits;
+        let _ = r.latency.add(&s.latency);
+        let _ = r.commit_latency.add(&s.commit_latency);
+        role_of.push(k);
+    }
+    let (w0, w1) = done.window;
+    for &(c, b, _, si) in done.completions {
+        let r = &mut roles[role_of[si]];
+        for (k, &(lo, hi)) in done.phases.iter().enumerate() {
+            if c >= lo && c < hi {
+                r.phase_bytes[k] += b;
+                r.phase_ops[k] += 1;
+            }
+        }
+        if c >= w0 && c < w1 {
+            r.window_ops += 1;
+            r.window_bytes += b;
+        }
+    }
+    for &(c, si) in done.commits {
+        if c >= w0 && c < w1 {
+            roles[role_of[si]].window_commits += 1;
+        }
+    }
+    roles
 }

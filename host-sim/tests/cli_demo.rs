@@ -39,6 +39,15 @@ fn demo_json_and_svg() {
     assert!(v["verified_blocks"].as_u64().unwrap() > 0);
     assert!(v["baseline"]["iops_total"].as_f64().unwrap() > 0.0);
     assert!(v["rebuild"]["virtual_seconds"].as_f64().is_some());
+    let b = &v["branch_office"];
+    let workloads = b["workloads"].as_array().unwrap();
+    assert_eq!(workloads.len(), 3, "{b}");
+    for w in workloads {
+        assert!(w["slowdown_percent"].is_f64(), "{w}");
+        assert_eq!(w["blocks_lost"], 0, "{w}");
+    }
+    assert!(b["flush_latency_ms"]["failed"]["p99"].is_f64(), "{b}");
+    assert!(v["wall_seconds"]["branch_office"].is_f64());
     let text = std::fs::read_to_string(&svg).unwrap();
     assert!(text.starts_with("<svg"), "an SVG file");
     assert!(text.contains("rebuild done"), "the rebuild is marked");

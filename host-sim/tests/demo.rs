@@ -135,3 +135,57 @@ fn json_has_the_documented_keys() {
     assert!(v["baseline"].is_object());
     assert_eq!(v["seed"], opts.seed);
 }
+
+/// The branch office (second use case), small: SQL, VDI and file share each on its LUN, run
+/// healthy and with a member failed; nothing is lost, each workload is compared in its unit,
+/// and the report says what the failed run went through.
+#[test]
+fn branch_office_compares_healthy_and_failed_runs_and_loses_nothing() {
+    let voice = SimOptions {
+        data: DataKind::Synthetic(40),
+        duration_ns: 1_000_000_000,
+        ..SimOptions::tiny()
+    };
+    let opts = raidcore_sim::branch::options(&voice);
+    assert_eq!(opts.luns, 3);
+    assert_eq!(opts.lun_bytes, 16 << 20, "a quarter of a 64 MiB disk");
+    let b = raidcore_sim::branch::run(&opts, &mut |_, _, _| {})
+        .unwrap_or_else(|e| panic!("seed {}: {e}", opts.seed));
+    assert!(
+        b.verified(),
+        "seed {}: {:?} {:?}",
+        opts.seed,
+        b.healthy.errors,
+        b.failed.errors
+    );
+    let got: Vec<(&str, u16, usize, &str)> = b
+        .workloads
+        .iter()
+        .map(|w| (w.workload.as_str(), w.lun, w.streams, w.unit))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("sql", 0, 4, "transactions/s"),
+            ("vdi desktop", 1, 20, "IOPS"),
+            ("file share", 2, 2, "MB/s"),
+        ]
+    );
+    for w in &b.workloads {
+        assert_eq!(w.blocks_lost, 0, "{}", w.workload);
+        assert!(w.healthy > 0.0, "{} did work", w.workload);
+        let want = (100.0 * (w.healthy - w.failed) / w.healthy * 10.0).round() / 10.0;
+        assert!((w.slowdown_percent - want).abs() < 1e-9, "{w:?}");
+    }
+    assert_eq!(b.healthy.rebuild.failed_disk, None);
+    assert!(b.failed.rebuild.failed_disk.is_some());
+    assert!(
+        b.failed.rebuild.started_at_s.is_some(),
+        "the spare took the slot"
+    );
+    assert_eq!(b.failed.final_health, "online");
+    assert!(b.flush_latency_ms.healthy.p50 > 0.0, "SQL commits flush");
+    let text = b.to_text();
+    assert!(text.contains("sql (4, LUN 0) transactions/s"), "{text}");
+    assert!(text.contains("PASSED"), "{text}");
+}

@@ -64,7 +64,7 @@ fn mixed_has_oltp_vdi_and_file_server_shapes() {
     assert!((13_400..14_600).contains(&reads), "OLTP reads {reads}");
     assert!(s[0].iter().all(|o| match o {
         Op::Read { lba, blocks } | Op::Write { lba, blocks, .. } => *blocks == 2 && lba % 2 == 0,
-        Op::Idle(_) => false,
+        Op::Idle(_) | Op::Flush => false,
     }));
     // VDI: bursts separated by idle time, mostly writes, 4–32 KiB.
     let idles = s[1].iter().filter(|o| matches!(o, Op::Idle(_))).count();
@@ -81,14 +81,116 @@ fn mixed_has_oltp_vdi_and_file_server_shapes() {
                 assert!([1, 2, 4, 8].contains(blocks));
             }
             Op::Idle(ns) => assert!((20_000_000..=200_000_000).contains(ns)),
+            Op::Flush => panic!("mixed flushes on the runner's timer"),
         }
     }
     assert!(w > 3 * r, "VDI is write-heavy: {w} writes, {r} reads");
     // File server: runs of consecutive requests of up to 64 KiB.
     assert!(s[2].iter().all(|o| match o {
         Op::Read { blocks, .. } | Op::Write { blocks, .. } => *blocks <= 16,
-        Op::Idle(_) => false,
+        Op::Idle(_) | Op::Flush => false,
     }));
+}
+
+/// The second seed's shape: 4 SQL users, 20 VDI desktops and 2 file share users, each
+/// workload on its own LUN; SQL transactions of page reads, a page write, a log append and a
+/// commit; desktops boot (sequential 32 KiB reads), then work in bursts, mostly reading; the
+/// share moves whole files and flushes each one it wrote.
+#[test]
+fn branch_office_has_sql_vdi_and_file_share_on_their_own_luns() {
+    const LUN_BLOCKS: u64 = 4096;
+    let spec = WorkloadSpec::new(WorkloadKind::BranchOffice);
+    assert_eq!(spec.streams, 26);
+    let mut gens = spec.streams(3, LUN_BLOCKS, 7);
+    let roles: Vec<(&str, u16)> = gens.iter().map(|g| (g.role(), g.lun)).collect();
+    let count = |r: &str, lun: u16| roles.iter().filter(|&&x| x == (r, lun)).count();
+    assert_eq!(
+        (
+            count("sql", 0),
+            count("vdi desktop", 1),
+            count("file share", 2)
+        ),
+        (4, 20, 2),
+        "{roles:?}"
+    );
+    let s: Vec<Vec<Op>> = gens
+        .iter_mut()
+        .map(|g| (0..4000).map(|_| g.next_op()).collect())
+        .collect();
+    sql_transactions(&s[0], LUN_BLOCKS);
+    // A desktop's boot: 16 sequential 32 KiB reads; then bursts, 60 % reads.
+    let boot = &s[4][..16];
+    for (k, o) in boot.iter().enumerate() {
+        let Op::Read { lba, blocks: 8 } = o else {
+            panic!("boot read {k}: {o:?}")
+        };
+        let Op::Read { lba: first, .. } = boot[0] else {
+            unreachable!()
+        };
+        assert_eq!(*lba, (first + 8 * k as u64) % LUN_BLOCKS);
+    }
+    let work = &s[4][16..];
+    let reads = work.iter().filter(|o| matches!(o, Op::Read { .. })).count();
+    let writes = work
+        .iter()
+        .filter(|o| matches!(o, Op::Write { .. }))
+        .count();
+    assert!(
+        reads > writes,
+        "desktops read more: {reads} reads, {writes} writes"
+    );
+    assert!(work.iter().any(|o| matches!(o, Op::Idle(_))));
+    // File share: files of half the LUN (100 MB files do not fit) in 64 KiB requests, and a
+    // flush right after the last request of each file written.
+    let share = &s[24];
+    let mut in_file = 0u64;
+    for (k, o) in share.iter().enumerate() {
+        match o {
+            Op::Read { blocks, .. } | Op::Write { blocks, .. } => {
+                assert_eq!(*blocks, 16);
+                in_file = (in_file + 16) % (LUN_BLOCKS / 2);
+            }
+            Op::Flush => {
+                assert_eq!(in_file, 0, "flush {k} ends a file");
+                assert!(matches!(share[k - 1], Op::Write { .. }), "after a write");
+            }
+            Op::Idle(_) => panic!("the share does not idle"),
+        }
+    }
+    assert!(share.contains(&Op::Flush), "files were written");
+}
+
+/// SQL: each transaction is 4 random aligned 8 KiB reads and an 8 KiB write below the log,
+/// a 4 KiB append to the log (the LUN's last eighth, sequential), then the commit.
+fn sql_transactions(ops: &[Op], lun_blocks: u64) {
+    let log_start = lun_blocks - lun_blocks / 8;
+    let mut last_log = None;
+    for (t, tx) in ops.chunks_exact(7).enumerate() {
+        for o in &tx[..4] {
+            assert!(
+                matches!(o, Op::Read { lba, blocks: 2 } if lba % 2 == 0 && *lba < log_start),
+                "transaction {t}: {tx:?}"
+            );
+        }
+        assert!(
+            matches!(tx[4], Op::Write { lba, blocks: 2, .. } if lba % 2 == 0 && lba < log_start),
+            "transaction {t}: {tx:?}"
+        );
+        let Op::Write { lba, blocks: 1, .. } = tx[5] else {
+            panic!("transaction {t}: {tx:?}")
+        };
+        assert!(lba >= log_start, "transaction {t}: log append at {lba}");
+        if let Some(prev) = last_log {
+            let next = if prev + 1 >= lun_blocks {
+                log_start
+            } else {
+                prev + 1
+            };
+            assert_eq!(lba, next, "transaction {t}: the log is sequential");
+        }
+        last_log = Some(lba);
+        assert_eq!(tx[6], Op::Flush, "transaction {t} commits");
+    }
 }
 
 #[test]

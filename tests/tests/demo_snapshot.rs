@@ -1,8 +1,8 @@
-//! The demo's table on synthetic data, compared with the snapshot committed in
-//! `tests/snapshots/`, so a change in IOPS, latency, write amplification, compression or
-//! rebuild figures shows up as a diff (as smoltcp's netsim snapshots do). Every figure is
-//! virtual time from the device models, so the table is the same on any machine, in any build
-//! profile.
+//! The demo's tables (voice, then the branch office) on synthetic data, compared with the
+//! snapshot committed in `tests/snapshots/`, so a change in IOPS, latency, write
+//! amplification, compression or rebuild figures shows up as a diff (as smoltcp's netsim
+//! snapshots do). Every figure is virtual time from the device models, so the table is the
+//! same on any machine, in any build profile.
 //!
 //! After a change that moves the figures on purpose:
 //! `RAIDCORE_UPDATE_SNAPSHOTS=1 cargo test -p raidcore-tests --test demo_snapshot`, then review
@@ -12,8 +12,8 @@ use std::path::Path;
 
 use clap::Parser;
 use raidcore_sim::cli::{Cli, Cmd, sim_options};
-use raidcore_sim::demo;
 use raidcore_sim::workload::WorkloadKind;
+use raidcore_sim::{branch, demo};
 
 /// The demo's command line (after `raidcore-sim`): the demo's setup, small, on synthetic data
 /// 50 % compressible (real data would depend on this machine's files).
@@ -44,10 +44,13 @@ fn fresh_table() -> String {
     };
     let opts = sim_options(&a.run, WorkloadKind::Voice).unwrap_or_else(|e| panic!("{e:?}"));
     let out = demo::run(&opts, &mut |_, _, _| {}).unwrap_or_else(|e| panic!("demo: {e}"));
+    let branch = branch::run(&branch::options(&opts), &mut |_, _, _| {})
+        .unwrap_or_else(|e| panic!("branch office: {e}"));
     format!(
-        "# raidcore-sim {}\n{}",
+        "# raidcore-sim {}\n{}\n{}",
         ARGS.join(" "),
-        out.report.to_text()
+        out.report.to_text(),
+        branch.to_text()
     )
 }
 
