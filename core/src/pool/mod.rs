@@ -27,6 +27,7 @@ mod cleaner;
 mod import;
 mod loss;
 mod membership;
+mod pace;
 mod peek;
 mod rebuild;
 mod scrub;
@@ -60,6 +61,7 @@ use scrub::Scrub;
 pub use crate::error::IoError;
 pub use crate::format::{BadRange, Counters, FormatError, LUN_BLOCK, MapEntry, MemberRecord, Role};
 pub use crate::volume::luns::LunError;
+pub use pace::BackgroundPolicy;
 pub use peek::Peek;
 pub use status::{DiskStatus, Health, MaintenanceReport, Status};
 
@@ -108,6 +110,9 @@ pub struct PoolConfig {
     pub array: ArrayConfig,
     /// Stripes one [`Pool::maintenance`] call may rebuild or scrub.
     pub stripes_per_step: u32,
+    /// How fast rebuild and scrub go between calls ([`Pool::maintenance_due`]); `None`: the
+    /// caller paces them (every call is due at once).
+    pub background: Option<BackgroundPolicy>,
 }
 
 impl Default for PoolConfig {
@@ -127,6 +132,7 @@ impl Default for PoolConfig {
             idle_close: 100_000_000,
             array: ArrayConfig::default(),
             stripes_per_step: 16,
+            background: None,
         }
     }
 }
@@ -546,6 +552,8 @@ pub struct Pool<
     layout: MemLayout,
     /// Time given by the caller (any monotonic unit).
     now: u64,
+    /// Client activity and the last background step, for [`PoolConfig::background`].
+    pace: pace::Pace,
     /// A stripe write reached too few members: acknowledged data is lost, and the pool serves
     /// no I/O from then on.
     write_lost: bool,
@@ -891,6 +899,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             cfg,
             layout,
             now: 0,
+            pace: pace::Pace::default(),
             write_lost: false,
             suspended: None,
             mem,
@@ -1123,6 +1132,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
     /// after buffering (a device error, or [`IoError::NoSpace`] part-way through a write of more
     /// than an extent) leaves the blocks either old or new.
     pub fn write(&mut self, lun: u16, lba: u64, data: &[u8], fua: bool) -> Result<(), IoError> {
+        self.pace.client(self.now);
         self.check_io(lun, lba, data.len())?;
         let r = self.write_blocks(lun, lba, data, fua);
         self.settled(r)
@@ -1159,6 +1169,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
     /// Reads whole 4 KiB blocks of `lun` from `lba` into `buf`: the data last written (blocks
     /// never written or trimmed read as zeros), or an error — never other data.
     pub fn read(&mut self, lun: u16, lba: u64, buf: &mut [u8]) -> Result<(), IoError> {
+        self.pace.client(self.now);
         self.check_io(lun, lba, buf.len())?;
         self.serving()?;
         let mut res = Ok(());
@@ -1240,6 +1251,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
 
     /// Makes every write acknowledged so far durable (see the module docs).
     pub fn flush(&mut self) -> Result<(), IoError> {
+        self.pace.client(self.now);
         self.ready()?;
         let r = self.flush_all();
         self.settled(r)
@@ -1297,6 +1309,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
     /// Unmaps `blocks` blocks of `lun` from `lba` (TRIM / UNMAP): they read as zeros and their
     /// space is freed. Like a write, durable after the next flush.
     pub fn trim(&mut self, lun: u16, lba: u64, blocks: u64) -> Result<(), IoError> {
+        self.pace.client(self.now);
         let rec = self.luns.live(lun)?;
         if blocks == 0 || lba.checked_add(blocks).is_none_or(|e| e > rec.blocks) {
             return Err(IoError::OutOfRange);

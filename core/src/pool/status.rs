@@ -147,8 +147,24 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         self.settled(r)
     }
 
+    /// When the next [`Pool::maintenance`] call is due under [`super::PoolConfig::background`], in
+    /// the unit of [`Pool::set_time`] (a time already passed: call it now); `None` when no
+    /// rebuild or scrub is in progress. Without a policy every call is due at once.
+    #[must_use]
+    pub fn maintenance_due(&self) -> Option<u64> {
+        if self.rebuild.is_none() && self.scrub.is_none() {
+            return None;
+        }
+        Some(self.cfg.background.map_or(self.now, |p| self.pace.due(&p)))
+    }
+
     fn maintenance_step(&mut self) -> Result<MaintenanceReport, IoError> {
-        let budget = self.cfg.stripes_per_step;
+        let at = self.now;
+        let base = self.cfg.stripes_per_step;
+        let budget = self
+            .cfg
+            .background
+            .map_or(base, |p| self.pace.budget(&p, at, base));
         self.after_membership_change()?;
         let mut rep = MaintenanceReport {
             rebuilt_stripes: self.rebuild_step(budget)?,
@@ -159,6 +175,9 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             rep.scrubbed_stripes = self.scrub_step(left)?;
         }
         rep.idle = self.rebuild.is_none() && self.scrub.is_none();
+        let strip = self.array.geometry().strip_bytes() as u64;
+        let stripes = rep.rebuilt_stripes + rep.scrubbed_stripes;
+        self.pace.stepped(at, stripes.saturating_mul(strip));
         Ok(rep)
     }
 

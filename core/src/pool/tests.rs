@@ -467,6 +467,57 @@ fn a_cancelled_scrub_is_not_resumed_after_a_restart() {
     );
 }
 
+/// With a policy, the pool says when its next scrub step is due: at the ceiling's pace once
+/// clients are idle, at the floor's while they keep coming; without one, at once.
+#[test]
+fn maintenance_is_due_at_the_floor_under_load_and_the_ceiling_when_idle() {
+    let policy = BackgroundPolicy {
+        min_kib_s: 4,
+        max_kib_s: 64,
+        idle_after: 50,
+        ticks_per_s: 1000,
+    };
+    let c = PoolConfig {
+        stripes_per_step: 2,
+        background: Some(policy),
+        ..cfg()
+    };
+    let mut p = new_pool(c, 6, 40_000);
+    let lun = p.create_lun("a", 4000).unwrap();
+    for i in 0..400u64 {
+        p.write(lun, i, &block(i), false).unwrap();
+    }
+    p.flush().unwrap();
+    assert_eq!(p.maintenance_due(), None, "nothing to do");
+    p.start_scrub();
+    let mut buf = vec![0u8; 4096];
+    p.set_time(1000);
+    p.read(lun, 0, &mut buf).unwrap();
+    // A step scrubs whole segments: `n` stripes of 4 KiB strips cover 4n KiB of each member.
+    let n = p.maintenance().unwrap().scrubbed_stripes;
+    assert!(n > 0);
+    let at = |kib_s: u64| 1000 + n * 4096 * 1000 / (kib_s * 1024);
+    assert_eq!(p.maintenance_due(), Some(at(64).max(1050)), "the ceiling");
+    let t = at(64);
+    p.set_time(t);
+    p.read(lun, 1, &mut buf).unwrap();
+    assert_eq!(
+        p.maintenance_due(),
+        Some(t + 50),
+        "not before the clients are idle"
+    );
+    let t = at(4) - 10;
+    p.set_time(t);
+    p.read(lun, 2, &mut buf).unwrap();
+    assert_eq!(
+        p.maintenance_due(),
+        Some(at(4)),
+        "the floor under steady load"
+    );
+    p.cfg.background = None;
+    assert_eq!(p.maintenance_due(), Some(t), "unpaced: due now");
+}
+
 /// Blocks `lo..hi` of `lun` read back as `block(i + salt)`.
 fn assert_blocks(p: &mut TestPool, lun: u16, lo: u64, hi: u64, salt: u64, what: &str) {
     let mut buf = vec![0u8; 4096];

@@ -87,6 +87,8 @@ impl Shape {
             idle_close: self.idle_close,
             array: ArrayConfig::default(),
             stripes_per_step: self.stripes_per_step,
+            // The campaign runs maintenance until idle; pacing would only change when.
+            background: None,
         }
     }
 
