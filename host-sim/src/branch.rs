@@ -21,6 +21,7 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
+use raidcore::pool::BackgroundPolicy;
 use raidcore::raid::Level;
 use serde::Serialize;
 
@@ -86,12 +87,24 @@ pub struct BranchReport {
     pub seed: u64,
 }
 
+/// The rebuild pacing of the branch office unless the voice run sets one: the pool's own
+/// ([`BackgroundPolicy`]), at least 4 MiB/s of each member while clients are active, at most
+/// 200 MiB/s once they are idle, so the rebuild ends in bounded time under the load.
+pub const PACE: BackgroundPolicy = BackgroundPolicy {
+    min_kib_s: 4 * 1024,
+    max_kib_s: 200 * 1024,
+    idle_after: 100_000_000,
+    ticks_per_s: 1_000_000_000,
+};
+
 /// The branch office's options, from the voice demo's: its seed, run length, failure point,
-/// device model, data and rebuild rule; RAID-10 of 6 disks of its size + 1 hot spare, 3 LUNs
-/// of a quarter of a disk, no baseline (the healthy run is the comparison).
+/// device model, data and rebuild settings (the pool's pacing [`PACE`] unless it sets one);
+/// RAID-10 of 6 disks of its size + 1 hot spare, 3 LUNs of a quarter of a disk, no baseline
+/// (the healthy run is the comparison).
 #[must_use]
 pub fn options(voice: &SimOptions) -> SimOptions {
     SimOptions {
+        background: voice.background.or(Some(PACE)),
         workload: WorkloadSpec::new(WorkloadKind::BranchOffice),
         level: Level::Raid10,
         disks: 6,
@@ -204,16 +217,28 @@ impl BranchReport {
             format!("{:.2} / {:.2}", fl.failed.p50, fl.failed.p99)
         );
         let rb = &f.rebuild;
+        let pace = match (
+            self.setup["rebuild_min_mib_s"].as_f64(),
+            self.setup["rebuild_max_mib_s"].as_f64(),
+        ) {
+            (Some(lo), Some(hi)) => format!(
+                "paced by the pool: at least {lo} MiB/s of each member under load, at most {hi} idle"
+            ),
+            _ => format!(
+                "paced by the runner: {} of device time",
+                self.setup["rebuild_share"]
+            ),
+        };
         let _ = match (rb.virtual_seconds, rb.done_at_s) {
             (Some(v), Some(d)) => writeln!(
                 s,
-                "  rebuild onto the hot spare: {v:.2} virtual s, done at {d:.2} s ({} written); the failed run lasted {:.2} s",
+                "  rebuild onto the hot spare ({pace}): {v:.2} virtual s, done at {d:.2} s ({} written); the failed run lasted {:.2} s",
                 format_bytes(rb.bytes_moved),
                 f.virtual_seconds
             ),
             _ => writeln!(
                 s,
-                "  rebuild onto the hot spare: not done within {:.2} virtual s ({} written by then; finished untimed before verifying)",
+                "  rebuild onto the hot spare ({pace}): not done within {:.2} virtual s ({} written by then; finished untimed before verifying)",
                 f.virtual_seconds,
                 format_bytes(rb.bytes_moved)
             ),

@@ -15,7 +15,7 @@ use std::sync::atomic::Ordering;
 
 use clap::{Args, Parser, Subcommand};
 use indicatif::ProgressBar;
-use raidcore::pool::PoolConfig;
+use raidcore::pool::{BackgroundPolicy, PoolConfig};
 use raidcore_hal::BlockSize;
 pub use raidcore_host::cli::Failure;
 use raidcore_host::cli::console::bar;
@@ -166,6 +166,15 @@ pub struct RunArgs {
     /// Stripes rebuilt per maintenance step.
     #[arg(long, default_value_t = 8)]
     pub rebuild_stripes: u32,
+    /// Let the pool pace its rebuild (`PoolConfig::background`, as md's `speed_limit_min`):
+    /// at least this many MiB/s of each member while clients are active. With it,
+    /// `--rebuild-share` is not used.
+    #[arg(long)]
+    pub rebuild_min: Option<f64>,
+    /// With the pool's pacing: at most this many MiB/s of each member once clients have been
+    /// idle 100 ms (md's `speed_limit_max`; default 200).
+    #[arg(long)]
+    pub rebuild_max: Option<f64>,
     /// Controller CPU per request, in microseconds.
     #[arg(long, default_value_t = 10.0)]
     pub cpu_us_per_request: f64,
@@ -344,6 +353,7 @@ pub fn sim_options(r: &RunArgs, kind: WorkloadKind) -> Result<SimOptions, Failur
         duration_ns: (r.seconds * 1e9).round() as u64,
         fail_at_permille: (!r.no_fail).then_some((r.fail_at * 1000.0).round() as u32),
         rebuild_share_permille: (r.rebuild_share * 1000.0).round().max(1.0) as u32,
+        background: background_policy(r)?,
         stripes_per_step: r.rebuild_stripes.max(1),
         cpu_ns_per_request: us(r.cpu_us_per_request),
         cpu_ns_per_block: us(r.cpu_us_per_block),
@@ -353,6 +363,28 @@ pub fn sim_options(r: &RunArgs, kind: WorkloadKind) -> Result<SimOptions, Failur
         keep_dir: r.keep_dir.clone(),
         bucket_ns: r.bucket_ms.max(1) * NS_PER_MS,
     })
+}
+
+/// The pool's rebuild pacing from `--rebuild-min` / `--rebuild-max` (MiB/s), if either is given.
+// The float-to-integer casts convert values checked to be in range and non-negative.
+#[allow(clippy::cast_sign_loss, clippy::cast_possible_truncation)]
+fn background_policy(r: &RunArgs) -> Result<Option<BackgroundPolicy>, Failure> {
+    if r.rebuild_min.is_none() && r.rebuild_max.is_none() {
+        return Ok(None);
+    }
+    let kib = |mib: f64, what: &str| {
+        if (0.0..=1_000_000.0).contains(&mib) {
+            Ok((mib * 1024.0).round() as u32)
+        } else {
+            Err(Failure::Error(format!("{what} must be 0 to 1000000 MiB/s")))
+        }
+    };
+    Ok(Some(BackgroundPolicy {
+        min_kib_s: kib(r.rebuild_min.unwrap_or(0.0), "--rebuild-min")?,
+        max_kib_s: kib(r.rebuild_max.unwrap_or(200.0), "--rebuild-max")?,
+        idle_after: 100 * NS_PER_MS,
+        ticks_per_s: 1_000_000_000,
+    }))
 }
 
 /// `sim`: the fault campaign; exit 1 when a seed failed.

@@ -20,7 +20,7 @@
 
 use std::path::{Path, PathBuf};
 
-use raidcore::pool::PoolConfig;
+use raidcore::pool::{BackgroundPolicy, PoolConfig};
 use raidcore::raid::Level;
 use raidcore_hal::BlockSize;
 use rand::{Rng, SeedableRng};
@@ -66,8 +66,10 @@ pub struct SimOptions {
     /// Fail a member this far into the run (a fraction in thousandths of the duration); `None`:
     /// no failure.
     pub fail_at_permille: Option<u32>,
-    /// Rebuild share of device time, in thousandths.
+    /// Rebuild share of device time, in thousandths (when the runner paces the rebuild).
     pub rebuild_share_permille: u32,
+    /// The pool's own pacing of the rebuild (`None`: the runner's share paces it).
+    pub background: Option<BackgroundPolicy>,
     /// Stripes per maintenance call.
     pub stripes_per_step: u32,
     /// Controller CPU per request, in nanoseconds.
@@ -106,6 +108,7 @@ impl SimOptions {
             duration_ns: 3 * NS_PER_S,
             fail_at_permille: Some(333),
             rebuild_share_permille: 500,
+            background: None,
             stripes_per_step: 8,
             cpu_ns_per_request: 10_000,
             cpu_ns_per_block: 10_000,
@@ -136,6 +139,7 @@ impl SimOptions {
             level: self.level,
             strip_bytes: self.strip_bytes,
             stripes_per_step: self.stripes_per_step,
+            background: self.background,
             ..PoolConfig::default()
         }
     }
@@ -157,7 +161,10 @@ impl SimOptions {
             "real_data_files": data.files(),
             "virtual_seconds_asked": self.duration_ns as f64 / 1e9,
             "fail_at_fraction": self.fail_at_permille.map(|p| f64::from(p) / 1000.0),
-            "rebuild_share": f64::from(self.rebuild_share_permille) / 1000.0,
+            "rebuild_share": self.background.is_none().then(|| f64::from(self.rebuild_share_permille) / 1000.0),
+            "rebuild_paced_by": if self.background.is_some() { "engine" } else { "runner" },
+            "rebuild_min_mib_s": self.background.map(|b| f64::from(b.min_kib_s) / 1024.0),
+            "rebuild_max_mib_s": self.background.map(|b| f64::from(b.max_kib_s) / 1024.0),
             "rebuild_stripes_per_step": self.stripes_per_step,
             "cpu_us_per_request": self.cpu_ns_per_request as f64 / 1e3,
             "cpu_us_per_block": self.cpu_ns_per_block as f64 / 1e3,
@@ -242,6 +249,7 @@ pub(crate) fn one_run(
             slot,
         }),
         rebuild_share_permille: opts.rebuild_share_permille,
+        engine_paced: opts.background.is_some(),
         cpu_ns_per_request: opts.cpu_ns_per_request,
         cpu_ns_per_block: opts.cpu_ns_per_block,
         write_through: baseline,

@@ -31,7 +31,12 @@
 //! `stripes_per_step` stripes) and measures how long that kept the members busy (`d`, from the
 //! tracker); the next one comes `d × 1000 / rebuild_share_permille` later. So the rebuild gets
 //! about `rebuild_share_permille / 1000` of the device time and clients the rest (they also
-//! queue behind its I/O).
+//! queue behind its I/O). `d` includes the time the step's I/O waited behind client requests
+//! queued on the members, so on loaded disks the rebuild gets far less than its share.
+//!
+//! With [`RunConfig::engine_paced`] the pool paces instead: the next step comes when
+//! [`raidcore::pool::Pool::maintenance_due`] says (the floor of its policy while clients are
+//! active, the ceiling when they are idle), and never before the last step's I/O completed.
 //!
 //! ## End of the run
 //! The run lasts `duration_ns` of virtual time after the start (after any pre-fill). If a
@@ -77,8 +82,12 @@ pub struct RunConfig {
     pub duration_ns: u64,
     /// A member failure, if any.
     pub fail: Option<FailPlan>,
-    /// Share of device time the rebuild gets, in thousandths (1–1000).
+    /// Share of device time the rebuild gets, in thousandths (1–1000), when the runner paces
+    /// it.
     pub rebuild_share_permille: u32,
+    /// The pool paces its rebuild ([`raidcore::pool::PoolConfig::background`]): each step is
+    /// made when [`raidcore::pool::Pool::maintenance_due`] says, not by the share.
+    pub engine_paced: bool,
     /// Controller CPU time per request, in nanoseconds.
     pub cpu_ns_per_request: u64,
     /// Controller CPU time per 4 KiB block moved, in nanoseconds.
@@ -101,6 +110,7 @@ impl Default for RunConfig {
             duration_ns: 5 * NS_PER_S,
             fail: None,
             rebuild_share_permille: 500,
+            engine_paced: false,
             cpu_ns_per_request: 10_000,
             cpu_ns_per_block: 10_000,
             write_through: false,
@@ -648,8 +658,12 @@ pub fn run(
                                 .saturating_sub(client_read_bytes - rebuild_read0.1);
                             end = end
                                 .max(done_t + cfg.duration_ns / 4)
-                                .min(cap_end.max(base_end));
+                                .min(cap_end.max(base_end).max(done_t));
                             maint_next = None;
+                        } else if cfg.engine_paced {
+                            // A blocking step: the next cannot start before this one's I/O is done.
+                            let due = dp.pool.maintenance_due().unwrap_or(done_t);
+                            maint_next = Some(due.max(done_t));
                         } else {
                             let d = (done_t - now).max(100_000);
                             let share = u64::from(cfg.rebuild_share_permille.clamp(1, 1000));
@@ -840,8 +854,9 @@ pub fn run(
     }
 
     // Phases.
-    let fail_t = fail_ns.unwrap_or(end_ns);
-    let rb_t = rebuild_done.unwrap_or(end_ns).max(fail_t);
+    // A rebuild step's I/O may complete after the capped end of the run.
+    let fail_t = fail_ns.unwrap_or(end_ns).min(end_ns);
+    let rb_t = rebuild_done.unwrap_or(end_ns).clamp(fail_t, end_ns);
     let bounds = [(t0, fail_t), (fail_t, rb_t), (rb_t, end_ns)];
     let mut phase_bytes = [0u64; 3];
     let mut phase_latency = [new_hist(), new_hist(), new_hist()];

@@ -189,3 +189,33 @@ fn branch_office_compares_healthy_and_failed_runs_and_loses_nothing() {
     assert!(text.contains("sql (4, LUN 0) transactions/s"), "{text}");
     assert!(text.contains("PASSED"), "{text}");
 }
+
+/// With the pool's own pacing the runner makes each rebuild step when the pool says: a higher
+/// floor ends the rebuild sooner under the same load, and both runs verify.
+#[test]
+fn a_higher_rebuild_floor_ends_the_rebuild_sooner() {
+    let rebuild_s = |min_kib_s: u32| {
+        let opts = SimOptions {
+            data: DataKind::Synthetic(40),
+            baseline: false,
+            scrub_after: false,
+            background: Some(raidcore::pool::BackgroundPolicy {
+                min_kib_s,
+                ..raidcore_sim::branch::PACE
+            }),
+            ..SimOptions::tiny()
+        };
+        let out = run(&opts);
+        let r = &out.report.main;
+        assert_eq!(
+            r.verify_errors, 0,
+            "floor {min_kib_s} KiB/s: {:?}",
+            r.errors
+        );
+        r.rebuild
+            .virtual_seconds
+            .unwrap_or_else(|| panic!("floor {min_kib_s} KiB/s: rebuild not done"))
+    };
+    let (slow, fast) = (rebuild_s(1024), rebuild_s(16 * 1024));
+    assert!(fast < slow, "16 MiB/s: {fast} s, 1 MiB/s: {slow} s");
+}
