@@ -355,6 +355,36 @@ fn a_rebuild_and_a_scrub_finish_with_no_client_io() {
     stop(server);
 }
 
+/// With `--background limits:MIN-MAX` the pool paces its own rebuild (the server makes each
+/// step when the pool says) and the rebuild still finishes with no client I/O; `status` names
+/// the policy, and the data reads back.
+#[test]
+fn a_rebuild_paced_by_the_pool_finishes_and_reads_back() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = create(tmp.path(), "raid5", "4", "0");
+    let d = dir.to_str().unwrap();
+    let sock = tmp.path().join("nbd.sock");
+    let server = Served::start(RAIDCORE, d, &sock, &[]);
+    qemu_io(&sock, "lun0", &["write -P 0x5a 0 8M"]);
+    stop(server);
+    ok(&["fail", "--dir", d, "--disk", "2"]);
+    let args = ["--background", "limits:64M-1G"];
+    let mut server = Served::start(RAIDCORE, d, &sock, &args);
+    // Degraded: `status` exits 1.
+    let (out, _) = exits(1, &["status", "--dir", d, "--json"]);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        v["background"]["policy"], "limits:64 MiB/s-1 GiB/s (paced by the pool)",
+        "{v}"
+    );
+    json(&["replace", "--dir", d, "--disk", "2", "--no-wait", "--json"]);
+    server.wait_log("rebuild of member 2 finished");
+    let v = json(&["status", "--dir", d, "--json"]);
+    assert_eq!(v["health"], "online", "{v}");
+    qemu_io(&sock, "lun0", &["read -P 0x5a 0 8M"]);
+    stop(server);
+}
+
 /// Eight 4 KiB writes, never flushed by the client, are on the members once the destage
 /// delay has passed: the server is killed (SIGKILL) after it wrote them out, and a new one
 /// reads every one back.

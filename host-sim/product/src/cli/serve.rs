@@ -48,8 +48,9 @@ pub struct ServeArgs {
     #[arg(long)]
     pub no_sync: bool,
     /// How much rebuild and scrub may take: `share:P` (at most P % of the server's time while
-    /// clients are active, all of it while they are idle) or `rate:B` (at most B member bytes
-    /// a second, e.g. `rate:50M`).
+    /// clients are active, all of it while they are idle), `rate:B` (at most B member bytes
+    /// a second, e.g. `rate:50M`) or `limits:MIN-MAX` (the pool paces: at least MIN bytes of
+    /// each member a second under load, at most MAX when idle, e.g. `limits:4M-200M`).
     #[arg(long, default_value = "share:50")]
     pub background: RatePolicy,
     /// Write buffered writes out this long after the last one (a write-back cache that
@@ -107,7 +108,11 @@ where
     let dir = a.dir.clone();
     let sync = !a.no_sync;
     nbd::serve(config, move || {
-        let dp = PoolDir::open(&dir, PoolConfig::default(), members(sync)).map_err(|e| {
+        let cfg = PoolConfig {
+            background: bg.policy.pool_policy(),
+            ..PoolConfig::default()
+        };
+        let dp = PoolDir::open(&dir, cfg, members(sync)).map_err(|e| {
             if matches!(e, DirError::InUse(_)) {
                 return std::io::Error::new(std::io::ErrorKind::AddrInUse, e);
             }

@@ -5,7 +5,11 @@
 //!
 //! Rate policy ([`RatePolicy`]): `share:P` gives rebuild and scrub steps at most P % of the
 //! server's time while clients are active (a request in the last 100 ms) and all of it while
-//! they are idle; `rate:B` reads at most B member bytes per second for them, busy or idle.
+//! they are idle; `rate:B` reads at most B member bytes per second for them, busy or idle;
+//! `limits:MIN-MAX` hands pacing to the pool ([`raidcore::pool::BackgroundPolicy`], as md's
+//! `speed_limit_min/max`): at least MIN bytes of each member a second while clients are
+//! active, at most MAX once they are idle, each step made when
+//! [`raidcore::pool::Pool::maintenance_due`] says.
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -20,6 +24,32 @@ pub enum RatePolicy {
     Share(u8),
     /// Member bytes read per second (at least 1).
     Rate(u64),
+    /// The pool paces: bytes of each member per second while clients are active (`min`) and
+    /// once they are idle (`max`).
+    Limits {
+        /// Floor under load.
+        min: u64,
+        /// Ceiling when idle.
+        max: u64,
+    },
+}
+
+impl RatePolicy {
+    /// The pool's own policy for [`RatePolicy::Limits`] (time in nanoseconds, as the server
+    /// tells the pool); `None` for the server's own policies.
+    #[must_use]
+    pub fn pool_policy(self) -> Option<raidcore::pool::BackgroundPolicy> {
+        let RatePolicy::Limits { min, max } = self else {
+            return None;
+        };
+        let kib = |b: u64| u32::try_from(b.div_ceil(1024)).unwrap_or(u32::MAX);
+        Some(raidcore::pool::BackgroundPolicy {
+            min_kib_s: kib(min),
+            max_kib_s: kib(max),
+            idle_after: u64::try_from(ACTIVE.as_nanos()).unwrap_or(u64::MAX),
+            ticks_per_s: 1_000_000_000,
+        })
+    }
 }
 
 impl Default for RatePolicy {
@@ -33,6 +63,12 @@ impl fmt::Display for RatePolicy {
         match self {
             RatePolicy::Share(p) => write!(f, "share:{p}"),
             RatePolicy::Rate(b) => write!(f, "rate:{}/s", format_bytes(*b)),
+            RatePolicy::Limits { min, max } => write!(
+                f,
+                "limits:{}/s-{}/s (paced by the pool)",
+                format_bytes(*min),
+                format_bytes(*max)
+            ),
         }
     }
 }
@@ -59,9 +95,21 @@ impl std::str::FromStr for RatePolicy {
             }
             return Ok(RatePolicy::Rate(b));
         }
+        if let Some(r) = s.strip_prefix("limits:") {
+            let (lo, hi) = r
+                .split_once('-')
+                .ok_or_else(|| format!("{s:?}: expected limits:MIN-MAX, e.g. limits:4M-200M"))?;
+            let min = parse_size(lo.trim_end_matches("/s"))?;
+            let max = parse_size(hi.trim_end_matches("/s"))?;
+            if min > max {
+                return Err(format!("{s:?}: the floor is above the ceiling"));
+            }
+            return Ok(RatePolicy::Limits { min, max });
+        }
         Err(format!(
-            "{s:?}: expected share:PERCENT (of the server's time while clients are active) or \
-             rate:BYTES (per second, e.g. rate:50M)"
+            "{s:?}: expected share:PERCENT (of the server's time while clients are active), \
+             rate:BYTES (per second, e.g. rate:50M) or limits:MIN-MAX (bytes of each member a \
+             second under load and when idle, paced by the pool, e.g. limits:4M-200M)"
         ))
     }
 }
@@ -167,9 +215,15 @@ impl Timer {
             RatePolicy::Share(p) if active && p < 100 => {
                 now + took.mul_f64(f64::from(100 - p) / f64::from(p))
             }
-            RatePolicy::Share(_) => now,
+            // Limits: the pool says when the next step is due (`defer`).
+            RatePolicy::Share(_) | RatePolicy::Limits { .. } => now,
             RatePolicy::Rate(r) => now + Duration::from_secs_f64(bytes as f64 / r as f64),
         };
+    }
+
+    /// The pool said its next step is not due before `until`.
+    pub fn defer(&mut self, until: Instant) {
+        self.next_step = until;
     }
 
     /// No rebuild or scrub runs: forget the samples.
@@ -223,6 +277,31 @@ mod tests {
         assert!("fast".parse::<RatePolicy>().is_err());
         assert_eq!(RatePolicy::Share(25).to_string(), "share:25");
         assert_eq!(RatePolicy::Rate(50 << 20).to_string(), "rate:50 MiB/s");
+        let limits = RatePolicy::Limits {
+            min: 4 << 20,
+            max: 200 << 20,
+        };
+        assert_eq!("limits:4M-200M".parse(), Ok(limits));
+        assert_eq!("limits:4M/s-200M/s".parse(), Ok(limits));
+        assert!("limits:200M-4M".parse::<RatePolicy>().is_err());
+        assert!("limits:4M".parse::<RatePolicy>().is_err());
+        assert_eq!(
+            limits.to_string(),
+            "limits:4 MiB/s-200 MiB/s (paced by the pool)"
+        );
+    }
+
+    #[test]
+    fn limits_hand_the_pool_its_policy_in_nanoseconds() {
+        let p = RatePolicy::Limits {
+            min: 4 << 20,
+            max: 200 << 20,
+        }
+        .pool_policy()
+        .unwrap();
+        assert_eq!((p.min_kib_s, p.max_kib_s), (4096, 200 * 1024));
+        assert_eq!((p.idle_after, p.ticks_per_s), (100_000_000, 1_000_000_000));
+        assert_eq!(RatePolicy::Share(50).pool_policy(), None);
     }
 
     #[test]

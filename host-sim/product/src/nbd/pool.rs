@@ -225,6 +225,15 @@ impl<S: ServedPool> PoolBackend<S> {
         if !self.timer.step_due(now) {
             return true;
         }
+        if self.timer.cfg.policy.pool_policy().is_some() {
+            let t = u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            served.pool_mut().set_time(t);
+            if let Some(due) = served.pool().maintenance_due().filter(|&d| d > t) {
+                self.timer
+                    .defer(now + std::time::Duration::from_nanos(due - t));
+                return true;
+            }
+        }
         let geo = *served.pool().array().geometry();
         let stripe_bytes = (geo.strip_bytes() * geo.disks()) as u64;
         let t0 = Instant::now();
