@@ -177,7 +177,13 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         rep.idle = self.rebuild.is_none() && self.scrub.is_none();
         let strip = self.array.geometry().strip_bytes() as u64;
         let stripes = rep.rebuilt_stripes + rep.scrubbed_stripes;
-        self.pace.stepped(at, stripes.saturating_mul(strip));
+        // Work done: the next rebuild or scrub starts at the base step, not as late as this one.
+        let covered = if rep.idle {
+            0
+        } else {
+            stripes.saturating_mul(strip)
+        };
+        self.pace.stepped(at, covered);
         Ok(rep)
     }
 
