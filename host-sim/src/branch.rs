@@ -50,8 +50,9 @@ pub struct BranchWorkload {
     pub healthy: f64,
     /// The failed run's figure over the same window.
     pub failed: f64,
-    /// `(healthy - failed) / healthy`, in percent (negative: the failed run was faster).
-    pub slowdown_percent: f64,
+    /// `(healthy - failed) / healthy`, in percent (negative: the failed run was faster);
+    /// `null` when the healthy run did none of it in the window.
+    pub slowdown_percent: Option<f64>,
     /// Read and write latency of the healthy run.
     pub healthy_latency_ms: Latency,
     /// Read and write latency of the failed run.
@@ -97,8 +98,9 @@ pub const PACE: BackgroundPolicy = BackgroundPolicy {
     ticks_per_s: 1_000_000_000,
 };
 
-/// The branch office's options, from the voice demo's: its seed, run length, failure point,
-/// device model, data and rebuild settings (the pool's pacing [`PACE`] unless it sets one);
+/// The branch office's options, from the voice demo's: its seed, run length, failure point (a
+/// third of the run if it has none), device model, data and pool pacing ([`PACE`] unless it
+/// sets one; the voice run's share rule is not used);
 /// RAID-10 of 6 disks of its size + 1 hot spare, 3 LUNs of a quarter of a disk, no baseline
 /// (the healthy run is the comparison).
 #[must_use]
@@ -149,11 +151,7 @@ impl BranchReport {
                     unit,
                     healthy: hv,
                     failed: fv,
-                    slowdown_percent: if hv > 0.0 {
-                        r1(100.0 * (hv - fv) / hv)
-                    } else {
-                        0.0
-                    },
+                    slowdown_percent: (hv > 0.0).then(|| r1(100.0 * (hv - fv) / hv)),
                     healthy_latency_ms: h.latency_ms,
                     failed_latency_ms: f.latency_ms,
                     blocks_lost: f.blocks_lost,
@@ -202,19 +200,29 @@ impl BranchReport {
         );
         for w in &self.workloads {
             let name = format!("{} ({}, LUN {}) {}", w.workload, w.streams, w.lun, w.unit);
+            let slowdown = w
+                .slowdown_percent
+                .map_or_else(|| "n/a".to_string(), |p| format!("{p:.1} %"));
             let _ = writeln!(
                 s,
-                "  {name:<34} {:>16.2} {:>24.2} {:>9.1} % {:>12}",
-                w.healthy, w.failed, w.slowdown_percent, w.blocks_lost
+                "  {name:<34} {:>16.2} {:>24.2} {slowdown:>11} {:>12}",
+                w.healthy, w.failed, w.blocks_lost
             );
         }
         let fl = self.flush_latency_ms;
+        let cell = |l: Latency, n: u64| {
+            if n == 0 {
+                "-".to_string()
+            } else {
+                format!("{:.2} / {:.2}", l.p50, l.p99)
+            }
+        };
         let _ = writeln!(
             s,
             "  {:<34} {:>16} {:>24}",
-            "flush latency p50 / p99 (ms)",
-            format!("{:.2} / {:.2}", fl.healthy.p50, fl.healthy.p99),
-            format!("{:.2} / {:.2}", fl.failed.p50, fl.failed.p99)
+            "flush p50 / p99 (ms, whole run)",
+            cell(fl.healthy, self.healthy.flushes),
+            cell(fl.failed, self.failed.flushes)
         );
         let rb = &f.rebuild;
         let pace = match (
@@ -222,7 +230,7 @@ impl BranchReport {
             self.setup["rebuild_max_mib_s"].as_f64(),
         ) {
             (Some(lo), Some(hi)) => format!(
-                "paced by the pool: at least {lo} MiB/s of each member under load, at most {hi} idle"
+                "paced by the pool: at least {lo:.1} MiB/s of each member under load, at most {hi:.1} MiB/s idle"
             ),
             _ => format!(
                 "paced by the runner: {} of device time",

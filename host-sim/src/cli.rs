@@ -167,12 +167,13 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 8)]
     pub rebuild_stripes: u32,
     /// Let the pool pace its rebuild (`PoolConfig::background`, as md's `speed_limit_min`):
-    /// at least this many MiB/s of each member while clients are active. With it,
-    /// `--rebuild-share` is not used.
+    /// at least this many MiB/s of each member while clients are active (0: none, the rebuild
+    /// waits for idle clients). With it, `--rebuild-share` is not used.
     #[arg(long)]
     pub rebuild_min: Option<f64>,
     /// With the pool's pacing: at most this many MiB/s of each member once clients have been
-    /// idle 100 ms (md's `speed_limit_max`; default 200).
+    /// idle 100 ms (md's `speed_limit_max`; default 200; 0: no ceiling). Given alone, the
+    /// floor is 4.
     #[arg(long)]
     pub rebuild_max: Option<f64>,
     /// Controller CPU per request, in microseconds.
@@ -218,7 +219,8 @@ pub struct RunArgs {
 #[derive(Debug, Args)]
 pub struct DemoArgs {
     /// Run options (of the voice run; the branch office takes its seed, run length, failure
-    /// point, device model, data, disk size and rebuild rule from them).
+    /// point, device model, data, disk size and `--rebuild-min/--rebuild-max` from them, and
+    /// is skipped with `--no-fail`).
     #[command(flatten)]
     pub run: RunArgs,
     /// Run the voice workload only, not the branch office after it.
@@ -379,9 +381,16 @@ fn background_policy(r: &RunArgs) -> Result<Option<BackgroundPolicy>, Failure> {
             Err(Failure::Error(format!("{what} must be 0 to 1000000 MiB/s")))
         }
     };
+    let min_kib_s = kib(r.rebuild_min.unwrap_or(4.0), "--rebuild-min")?;
+    let max_kib_s = kib(r.rebuild_max.unwrap_or(200.0), "--rebuild-max")?;
+    if max_kib_s != 0 && min_kib_s > max_kib_s {
+        return Err(Failure::Error(
+            "--rebuild-min is above --rebuild-max: the floor under load cannot exceed the ceiling when idle".into(),
+        ));
+    }
     Ok(Some(BackgroundPolicy {
-        min_kib_s: kib(r.rebuild_min.unwrap_or(0.0), "--rebuild-min")?,
-        max_kib_s: kib(r.rebuild_max.unwrap_or(200.0), "--rebuild-max")?,
+        min_kib_s,
+        max_kib_s,
         idle_after: 100 * NS_PER_MS,
         ticks_per_s: 1_000_000_000,
     }))
@@ -511,7 +520,12 @@ fn demo(a: &DemoArgs) -> Result<(), Failure> {
     let t = std::time::Instant::now();
     let out = run_workload(&a.run, &opts)?;
     let voice_wall = t.elapsed().as_secs_f64();
-    let branch = if a.no_branch_office {
+    if !a.no_branch_office && opts.fail_at_permille.is_none() {
+        eprintln!(
+            "raidcore-sim: --no-fail: no branch office (it compares a run with a member failed against a healthy one)"
+        );
+    }
+    let branch = if a.no_branch_office || opts.fail_at_permille.is_none() {
         None
     } else {
         let bopts = crate::branch::options(&opts);

@@ -136,7 +136,8 @@ pub struct WorkloadReport {
     pub window_mb_s: f64,
     /// Transactions per virtual second in that window (`null` without transactions).
     pub window_transactions_per_s: Option<f64>,
-    /// Blocks of its LUN that did not read back as written after the run.
+    /// Blocks of its LUN that did not read back as written after the run, or after the pool
+    /// was imported again from its images, whichever found more.
     pub blocks_lost: u64,
 }
 
@@ -162,7 +163,12 @@ impl WorkloadReport {
             window_mb_s: r3(role.window_bytes as f64 / 1e6 / win),
             window_transactions_per_s: (role.commits > 0)
                 .then(|| r3(role.window_commits as f64 / win)),
-            blocks_lost: role.blocks_lost,
+            blocks_lost: role.blocks_lost.max(
+                r.reimport
+                    .as_ref()
+                    .and_then(|v| v.lun_errors.get(&role.lun).copied())
+                    .unwrap_or(0),
+            ),
         }
     }
 }
@@ -671,10 +677,12 @@ fn workload_lines(
             line(
                 s,
                 "    transactions/s (p99 ms)",
-                cell(&|w| {
-                    let p99 = w.transaction_latency_ms.map_or(0.0, |l| l.p99);
-                    format!("{:.1} ({p99:.1})", w.transactions_per_s.unwrap_or(0.0))
-                }),
+                cell(
+                    &|w| match (w.transactions_per_s, w.transaction_latency_ms) {
+                        (Some(t), Some(l)) => format!("{t:.1} ({:.1})", l.p99),
+                        _ => "-".to_string(),
+                    },
+                ),
             );
         }
     }

@@ -619,6 +619,14 @@ pub fn run(
                     maint_next = Some(cpu_free);
                     continue;
                 }
+                // The due time set after the last step moves when clients keep coming: ask again.
+                if cfg.engine_paced && rebuild_start.is_some() {
+                    dp.pool.set_time(t);
+                    if let Some(due) = dp.pool.maintenance_due().filter(|&d| d > t) {
+                        maint_next = Some(due);
+                        continue;
+                    }
+                }
                 let now = t + cfg.cpu_ns_per_request;
                 cpu_free = now;
                 dp.members.clock.advance_to_ns(now);
@@ -721,12 +729,10 @@ pub fn run(
                 let mut bytes = 0u64;
                 let mut is_flush = false;
                 let periodic = matches!(s.pending, Pending::Flush(_));
-                if matches!(
-                    s.pending,
-                    Pending::Op(Op::Read { .. } | Op::Write { .. }, _)
-                ) {
-                    s.txn_start.get_or_insert(issued);
+                if s.source.take_transaction_start() {
+                    s.txn_start = Some(issued);
                 }
+                let mut flushed = false;
                 match s.pending {
                     Pending::Op(
                         Op::Write {
@@ -772,8 +778,9 @@ pub fn run(
                     }
                     Pending::Flush(_) | Pending::Op(Op::Flush, _) => {
                         is_flush = true;
-                        if let Err(e) = dp.pool.flush() {
-                            note_err(now - t0, "flush", &e);
+                        match dp.pool.flush() {
+                            Ok(()) => flushed = true,
+                            Err(e) => note_err(now - t0, "flush", &e),
                         }
                         s.counters.flushes += 1;
                     }
@@ -796,7 +803,7 @@ pub fn run(
                     }
                 } else if is_flush {
                     let _ = flush_latency.record(lat);
-                    if let Some(start) = s.txn_start.take() {
+                    if let Some(start) = s.txn_start.take().filter(|_| flushed) {
                         let _ = s.commit_latency.record((done - start).max(1));
                         s.counters.commits += 1;
                         commits.push((done, i));

@@ -175,7 +175,10 @@ fn branch_office_compares_healthy_and_failed_runs_and_loses_nothing() {
         assert_eq!(w.blocks_lost, 0, "{}", w.workload);
         assert!(w.healthy > 0.0, "{} did work", w.workload);
         let want = (100.0 * (w.healthy - w.failed) / w.healthy * 10.0).round() / 10.0;
-        assert!((w.slowdown_percent - want).abs() < 1e-9, "{w:?}");
+        assert!(
+            w.slowdown_percent.is_some_and(|p| (p - want).abs() < 1e-9),
+            "{w:?}"
+        );
     }
     assert_eq!(b.healthy.rebuild.failed_disk, None);
     assert!(b.failed.rebuild.failed_disk.is_some());
@@ -191,7 +194,8 @@ fn branch_office_compares_healthy_and_failed_runs_and_loses_nothing() {
 }
 
 /// With the pool's own pacing the runner makes each rebuild step when the pool says: a higher
-/// floor ends the rebuild sooner under the same load, and both runs verify.
+/// floor ends the rebuild sooner under the same load, without a floor the rebuild waits for
+/// clients that never go idle (it does not finish within the run), and every run verifies.
 #[test]
 fn a_higher_rebuild_floor_ends_the_rebuild_sooner() {
     let rebuild_s = |min_kib_s: u32| {
@@ -212,10 +216,16 @@ fn a_higher_rebuild_floor_ends_the_rebuild_sooner() {
             "floor {min_kib_s} KiB/s: {:?}",
             r.errors
         );
-        r.rebuild
-            .virtual_seconds
-            .unwrap_or_else(|| panic!("floor {min_kib_s} KiB/s: rebuild not done"))
+        r.rebuild.virtual_seconds
     };
-    let (slow, fast) = (rebuild_s(1024), rebuild_s(16 * 1024));
-    assert!(fast < slow, "16 MiB/s: {fast} s, 1 MiB/s: {slow} s");
+    let (slow, fast) = (rebuild_s(4 * 1024), rebuild_s(16 * 1024));
+    let (Some(slow), Some(fast)) = (slow, fast) else {
+        panic!("a floor ends the rebuild: 4 MiB/s {slow:?}, 16 MiB/s {fast:?}")
+    };
+    assert!(fast < slow, "16 MiB/s: {fast} s, 4 MiB/s: {slow} s");
+    assert_eq!(
+        rebuild_s(0),
+        None,
+        "no floor under steady load: not done in the run"
+    );
 }

@@ -113,10 +113,23 @@ fn branch_office_has_sql_vdi_and_file_share_on_their_own_luns() {
         (4, 20, 2),
         "{roles:?}"
     );
-    let s: Vec<Vec<Op>> = gens
+    // Each request, and whether it begins a transaction (a SQL transaction, a shared file).
+    let (s, starts): (Vec<Vec<Op>>, Vec<Vec<bool>>) = gens
         .iter_mut()
-        .map(|g| (0..4000).map(|_| g.next_op()).collect())
-        .collect();
+        .map(|g| {
+            (0..4000)
+                .map(|_| (g.next_op(), g.take_transaction_start()))
+                .unzip()
+        })
+        .unzip();
+    assert!(
+        starts[0]
+            .iter()
+            .enumerate()
+            .all(|(k, &b)| b == (k % 7 == 0)),
+        "a SQL transaction begins every 7 requests"
+    );
+    assert!(!starts[4].contains(&true), "desktops have no transactions");
     sql_transactions(&s[0], LUN_BLOCKS);
     // A desktop's boot: 16 sequential 32 KiB reads; then bursts, 60 % reads.
     let boot = &s[4][..16];
@@ -148,6 +161,7 @@ fn branch_office_has_sql_vdi_and_file_share_on_their_own_luns() {
         match o {
             Op::Read { blocks, .. } | Op::Write { blocks, .. } => {
                 assert_eq!(*blocks, 16);
+                assert_eq!(starts[24][k], in_file == 0, "request {k}: a file begins");
                 in_file = (in_file + 16) % (LUN_BLOCKS / 2);
             }
             Op::Flush => {

@@ -160,6 +160,7 @@ impl WorkloadSpec {
                     kind,
                     data_next,
                     written_hi: 0,
+                    txn_begins: false,
                 }
             })
             .collect()
@@ -326,6 +327,8 @@ pub struct Stream {
     data_next: u64,
     /// One past the highest block this stream wrote (reads of voice pick below it).
     written_hi: u64,
+    /// The request [`Stream::next_op`] returned last begins a transaction.
+    txn_begins: bool,
 }
 
 impl Stream {
@@ -348,6 +351,12 @@ impl Stream {
             StreamKind::FileServer { .. } => "file share",
             StreamKind::Sql { .. } => "sql",
         }
+    }
+
+    /// Whether the request [`Stream::next_op`] returned last begins a transaction (a SQL
+    /// transaction's first read, a file share's file); asking clears it.
+    pub fn take_transaction_start(&mut self) -> bool {
+        core::mem::take(&mut self.txn_begins)
     }
 
     /// The stream's generator (for seeded choices the runner makes on its behalf).
@@ -493,6 +502,7 @@ impl Stream {
             };
             return Op::Flush;
         }
+        self.txn_begins = next >= end && file_blocks > 0;
         let (next, end, write) = if next >= end {
             // 16 KiB to 1 MiB (log-uniform), 40 % written; or the fixed size, 50 % written.
             let (size, write_percent) = if file_blocks == 0 {
@@ -529,6 +539,7 @@ impl Stream {
         let log_blocks = (n / 8).max(1);
         let data_blocks = (n - log_blocks).max(2);
         let next_step = if step > SQL_READS + 1 { 0 } else { step + 1 };
+        self.txn_begins = step == 0;
         let mut log = log_next;
         let op = if step <= SQL_READS {
             let slots = (data_blocks / 2).max(1);

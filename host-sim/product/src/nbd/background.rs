@@ -101,6 +101,9 @@ impl std::str::FromStr for RatePolicy {
                 .ok_or_else(|| format!("{s:?}: expected limits:MIN-MAX, e.g. limits:4M-200M"))?;
             let min = parse_size(lo.trim_end_matches("/s"))?;
             let max = parse_size(hi.trim_end_matches("/s"))?;
+            if max == 0 {
+                return Err(format!("{s:?}: the ceiling must be positive"));
+            }
             if min > max {
                 return Err(format!("{s:?}: the floor is above the ceiling"));
             }
@@ -284,6 +287,11 @@ mod tests {
         assert_eq!("limits:4M-200M".parse(), Ok(limits));
         assert_eq!("limits:4M/s-200M/s".parse(), Ok(limits));
         assert!("limits:200M-4M".parse::<RatePolicy>().is_err());
+        assert!("limits:0-0".parse::<RatePolicy>().is_err());
+        assert!(
+            "limits:0-1M".parse::<RatePolicy>().is_ok(),
+            "no floor: wait for idle"
+        );
         assert!("limits:4M".parse::<RatePolicy>().is_err());
         assert_eq!(
             limits.to_string(),
