@@ -84,9 +84,7 @@ impl Pace {
             after(p.min_kib_s).min(when_idle)
         }
     }
-}
 
-impl Pace {
     /// Stripes the step starting at `now` may take: `base`, or up to [`MAX_CATCH_UP`] times
     /// it when the step comes late by whole allotments of the last one (each step waits
     /// behind client I/O queued on the members, so only larger steps keep the floor on

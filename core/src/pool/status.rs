@@ -147,9 +147,10 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         self.settled(r)
     }
 
-    /// When the next [`Pool::maintenance`] call is due under [`super::PoolConfig::background`], in
-    /// the unit of [`Pool::set_time`] (a time already passed: call it now); `None` when no
-    /// rebuild or scrub is in progress. Without a policy every call is due at once.
+    /// When the next [`Pool::maintenance`] call is due under
+    /// [`super::PoolConfig::background`], in the unit of [`Pool::set_time`] (a time already
+    /// passed: call it now); `None` when no rebuild or scrub is in progress. Without a policy
+    /// every call is due at once.
     #[must_use]
     pub fn maintenance_due(&self) -> Option<u64> {
         if self.rebuild.is_none() && self.scrub.is_none() {
