@@ -19,13 +19,12 @@
 //! flush waits for the HDD members.
 
 use std::fmt::Write as _;
-use std::path::PathBuf;
 
 use raidcore::pool::BackgroundPolicy;
 use raidcore::raid::Level;
 use serde::Serialize;
 
-use crate::demo::{SimOptions, one_run};
+use crate::demo::{SimOptions, one_run, work_dir};
 use crate::pooldir::model_name;
 use crate::report::{Latency, RunReport, WorkloadReport};
 use crate::workload::data::DataSource;
@@ -279,16 +278,7 @@ pub fn run(
     progress: &mut dyn FnMut(&str, u64, u64),
 ) -> Result<BranchReport, String> {
     let data = DataSource::new(opts.data, opts.real_data_bytes, opts.seed)?;
-    let tmp;
-    let base: PathBuf = if let Some(d) = &opts.keep_dir {
-        d.clone()
-    } else {
-        tmp = tempfile::Builder::new()
-            .prefix("raidcore-sim-branch-")
-            .tempdir()
-            .map_err(|e| format!("creating a temporary directory: {e}"))?;
-        tmp.path().to_path_buf()
-    };
+    let (base, _tmp) = work_dir(opts, "raidcore-sim-branch-")?;
     let healthy_opts = SimOptions {
         fail_at_permille: None,
         ..opts.clone()

@@ -273,19 +273,26 @@ pub(crate) fn one_run(
     Ok(result)
 }
 
+/// Where a run keeps its images: `opts.keep_dir`, or a new temporary directory named from
+/// `prefix` (removed when the returned guard drops).
+pub(crate) fn work_dir(
+    opts: &SimOptions,
+    prefix: &str,
+) -> Result<(PathBuf, Option<tempfile::TempDir>), String> {
+    if let Some(d) = &opts.keep_dir {
+        return Ok((d.clone(), None));
+    }
+    let tmp = tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir()
+        .map_err(|e| format!("creating a temporary directory: {e}"))?;
+    Ok((tmp.path().to_path_buf(), Some(tmp)))
+}
+
 /// Runs the main run and (if asked) the baseline, and reports.
 pub fn run(opts: &SimOptions, progress: &mut dyn FnMut(&str, u64, u64)) -> Result<Outcome, String> {
     let data = DataSource::new(opts.data, opts.real_data_bytes, opts.seed)?;
-    let tmp;
-    let base: PathBuf = if let Some(d) = &opts.keep_dir {
-        d.clone()
-    } else {
-        tmp = tempfile::Builder::new()
-            .prefix("raidcore-sim-")
-            .tempdir()
-            .map_err(|e| format!("creating a temporary directory: {e}"))?;
-        tmp.path().to_path_buf()
-    };
+    let (base, _tmp) = work_dir(opts, "raidcore-sim-")?;
     let main = one_run(
         opts,
         &base.join("raidcore"),

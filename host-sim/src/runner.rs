@@ -532,7 +532,6 @@ pub fn run(
         })
         .collect();
 
-    let mut latency = new_hist();
     let mut flush_latency = new_hist();
     let mut timeline: Vec<Bucket> = Vec::new();
     let bucket_ns = cfg.bucket_ns.max(1);
@@ -809,7 +808,6 @@ pub fn run(
                         commits.push((done, i));
                     }
                 } else {
-                    let _ = latency.record(lat);
                     let _ = s.latency.record(lat);
                     s.counters.bytes += bytes;
                     completions.push((done, bytes, lat, i));
@@ -909,6 +907,10 @@ pub fn run(
         window: (t0, base_end),
     };
     let roles = role_results(&streams, &done, &check);
+    let mut latency = new_hist();
+    for r in &roles {
+        let _ = latency.add(&r.latency);
+    }
     RunResult {
         duration_ns: end_ns - t0,
         asked_ns: cfg.duration_ns,

@@ -416,24 +416,27 @@ impl Stream {
                     self.write(lba, blocks)
                 }
             }
-            StreamKind::Vdi { .. } => self.next_vdi(),
-            StreamKind::FileServer { .. } => self.next_file(),
+            StreamKind::Vdi {
+                left,
+                window,
+                write_percent,
+                boot_left,
+            } => self.next_vdi(left, window, write_percent, boot_left),
+            StreamKind::FileServer {
+                next,
+                end,
+                write,
+                file_blocks,
+                closing,
+            } => self.next_file(next, end, write, file_blocks, closing),
             StreamKind::Sql { step, log_next } => self.next_sql(step, log_next),
         }
     }
 
-    /// The next VDI request: the boot storm, then bursts near one another with think time.
-    fn next_vdi(&mut self) -> Op {
+    /// The next VDI request (from [`StreamKind::Vdi`]'s fields): the boot storm, then bursts
+    /// near one another with think time.
+    fn next_vdi(&mut self, left: u32, window: u64, write_percent: u8, boot_left: u32) -> Op {
         let n = self.lun_blocks;
-        let StreamKind::Vdi {
-            left,
-            window,
-            write_percent,
-            boot_left,
-        } = self.kind
-        else {
-            return Op::Idle(MS);
-        };
         if boot_left > 0 {
             let lba = (window + u64::from(BOOT_READS - boot_left) * 8) % n;
             self.kind = StreamKind::Vdi {
@@ -478,20 +481,17 @@ impl Stream {
         }
     }
 
-    /// The next file server request: whole files in 64 KiB requests, a flush after each file
-    /// written where files have a fixed size.
-    fn next_file(&mut self) -> Op {
+    /// The next file server request (from [`StreamKind::FileServer`]'s fields): whole files in
+    /// 64 KiB requests, a flush after each file written where files have a fixed size.
+    fn next_file(
+        &mut self,
+        next: u64,
+        end: u64,
+        write: bool,
+        file_blocks: u64,
+        closing: bool,
+    ) -> Op {
         let n = self.lun_blocks;
-        let StreamKind::FileServer {
-            next,
-            end,
-            write,
-            file_blocks,
-            closing,
-        } = self.kind
-        else {
-            return Op::Idle(MS);
-        };
         if closing {
             self.kind = StreamKind::FileServer {
                 next,
