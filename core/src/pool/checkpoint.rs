@@ -21,6 +21,8 @@ use crate::format::{
 };
 use crate::log::{Expect, Pass};
 use crate::raid::DiskSet;
+use crate::volume::Volume;
+use crate::volume::map::MapCache;
 
 /// What the last checkpoint wrote.
 #[derive(Debug, Clone, Copy, Default)]
@@ -372,8 +374,15 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
     }
 
     /// Finds the newest root on any member whose tables load; also returns the log cursor of
-    /// the newest root newer than that one, if one was passed over (its tables unreadable).
-    pub(crate) fn find_root(&mut self) -> Result<(Root, Option<LogCursor>), OpenError> {
+    /// the newest root newer than that one, if one was passed over, and the map pages under
+    /// the root found that cannot be read (counted only as `walk` asks). With
+    /// [`MapWalk::PreferWhole`] a root whose map pages cannot all be read is passed over too,
+    /// for the newest older one whose map reads whole (the log after it is rolled forward);
+    /// when none does, the newest root whose tables load is taken after all.
+    pub(crate) fn find_root(
+        &mut self,
+        walk: MapWalk,
+    ) -> Result<(Root, Option<LogCursor>, u64), OpenError> {
         let mut roots: Vec<Root, 8> = Vec::new();
         for d in 0..self.array.geometry().disks() {
             for i in 0..ROOT_SLOTS {
@@ -387,13 +396,48 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         }
         roots.sort_unstable_by_key(|r| core::cmp::Reverse(r.root_gen));
         let mut skipped = None;
+        let mut first = None;
         for r in roots {
             if self.load_tables(&r).is_ok() {
-                return Ok((r, skipped));
+                let lost = match walk {
+                    MapWalk::Skip => 0,
+                    _ => self.lost_map_pages().map_err(OpenError::Io)?,
+                };
+                if lost == 0 || walk != MapWalk::PreferWhole {
+                    return Ok((r, skipped, lost));
+                }
+                if first.is_none() {
+                    first = Some((r.clone(), skipped, lost));
+                }
             }
             skipped.get_or_insert(r.log);
         }
-        Err(OpenError::NoValidRoot)
+        let (r, skipped, lost) = first.ok_or(OpenError::NoValidRoot)?;
+        self.load_tables(&r).map_err(OpenError::Io)?;
+        Ok((r, skipped, lost))
+    }
+
+    /// Map pages of every LUN that cannot be read, read as import's first pass reads (nothing
+    /// healed or written). The walk's pages leave the cache after: import loads them again.
+    pub(crate) fn lost_map_pages(&mut self) -> Result<u64, IoError> {
+        let (io, r) = self.parts(Pass::FindEnd { healed: false })?;
+        let mut vol = Volume {
+            io,
+            luns: r.luns,
+            map: r.map,
+            pages: r.pages,
+            extents: r.extents,
+            raw: r.raw,
+            enc: r.enc,
+            comp: r.comp,
+        };
+        let ids: Vec<u16, L> = vol.luns.records().map(|l| l.id).collect();
+        let mut lost = 0u64;
+        for id in ids {
+            lost = lost.saturating_add(vol.lost_map_pages(id)?);
+        }
+        self.map = MapCache::default();
+        Ok(lost)
     }
 
     /// The newest root on member `d` alone, if any slot of its ring holds one.
@@ -481,6 +525,17 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         self.ckpt.table_ptrs = [root.luns, root.segments, root.bad];
         Ok(())
     }
+}
+
+/// Whether [`Pool::find_root`] walks the map under the root it finds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum MapWalk {
+    /// No walk.
+    Skip,
+    /// Count the map pages that cannot be read.
+    Count,
+    /// Count them, and pass over a root with any for an older one whose map reads whole.
+    PreferWhole,
 }
 
 /// What a slot of a member's root ring holds.

@@ -11,7 +11,7 @@
 use heapless::Vec;
 use raidcore_hal::BlockDevice;
 
-use super::checkpoint::RootSlot;
+use super::checkpoint::{MapWalk, RootSlot};
 use super::membership::{Config, Spare};
 use super::rebuild::Since;
 use super::{ImportOptions, ImportReport, OpenError, Pool, read_superblock};
@@ -280,7 +280,15 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
     ) -> Result<(Self, ImportReport), OpenError> {
         let mut report = ImportReport::default();
         let mut pool = Self::open_members(disks, &opts, &mut report, mem)?;
-        let (root, skipped) = pool.find_root()?;
+        // A forced import's members taken back may have missed map pages the newest root
+        // names: it walks the map, and a rewind prefers a root whose map reads whole.
+        let walk = match (report.forced.is_empty(), opts.rewind) {
+            (true, _) => MapWalk::Skip,
+            (false, false) => MapWalk::Count,
+            (false, true) => MapWalk::PreferWhole,
+        };
+        let (root, skipped, lost) = pool.find_root(walk)?;
+        report.map_pages_lost = lost;
         pool.recover(&root, skipped, opts.rewind, &mut report)
             .map_err(OpenError::Io)?;
         pool.settle_import(report.missing > 0 || !report.behind.is_empty())

@@ -89,9 +89,8 @@ pub struct PoolConfig {
     /// Copies of each metadata item (map page, table) written: 1, or 2 for a ditto copy placed
     /// so that no member block row holds both (`BlockPtr::ditto`), so that one
     /// latent sector error on a degraded stripe cannot lose the map. Not yet the default: on a
-    /// nearly full pool the second copies make the cleaner churn, and a forced import can then
-    /// load a checkpoint whose tables survive in a copy while map pages under it do not (see
-    /// README). A write-time policy: any reader reads both forms.
+    /// nearly full pool the second copies make the cleaner churn (see README). A write-time
+    /// policy: any reader reads both forms.
     pub metadata_copies: u8,
     /// Intent-log ring per member, in 4 KiB slots (at least 16).
     pub zil_slots: u32,
@@ -433,6 +432,12 @@ pub struct ImportReport {
     /// it rebuilding, and the rebuild resyncs what it missed since its newest root (as
     /// [`Pool::online_disk`] does), or all of it when another rebuild runs first.
     pub behind: Vec<u8, 32>,
+    /// A forced import walked the map under the checkpoint it loaded: this many map pages
+    /// (each with the pages under it) cannot be read, so the blocks they map read as errors
+    /// until rewritten. With [`ImportOptions::rewind`] an older checkpoint whose map reads
+    /// whole is loaded instead, and the log after it rolled forward as far as it reads; this
+    /// is then non-zero only when no checkpoint's map reads whole. 0 for other imports.
+    pub map_pages_lost: u64,
 }
 
 /// A LUN's identity and space use.

@@ -13,6 +13,7 @@
 
 use raidcore_hal::BlockDevice;
 
+use super::checkpoint::MapWalk;
 use super::{ImportOptions, ImportReport, LunInfo, OpenError, Pool, PoolParts, Stats, Status};
 use crate::raid::Geometry;
 
@@ -47,7 +48,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
     ) -> Result<(Peek<D, M, N, L, P, S>, ImportReport), OpenError> {
         let mut report = ImportReport::default();
         let mut pool = Self::open_members(disks, &opts, &mut report, mem)?;
-        let (root, _) = pool.find_root()?;
+        let (root, _, _) = pool.find_root(MapWalk::Skip)?;
         pool.ckpt.root_gen = root.root_gen;
         pool.counters = root.counters;
         pool.restore_rebuild(&root);

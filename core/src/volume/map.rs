@@ -752,6 +752,64 @@ impl<const P: usize> MapCache<P> {
         Ok(())
     }
 
+    /// Map pages of `lun` that cannot be read: each one's subtree is unreachable and counts as
+    /// that one page. Every page that reads is loaded through the cache (import walks the map
+    /// of a forced import's root before it trusts it). Errors other than a page's read
+    /// failing (no such LUN, a full cache, a suspended pool) end the walk.
+    pub(crate) fn lost_pages(
+        &mut self,
+        st: &mut impl PageStore,
+        pages: &mut [u8],
+        lun: u16,
+    ) -> Result<u64, IoError> {
+        if !self.root_exists(st, lun)? {
+            return Ok(0);
+        }
+        let level = st.top(lun)?;
+        self.lost_walk(
+            st,
+            pages,
+            PageKey {
+                lun,
+                level,
+                index: 0,
+            },
+        )
+    }
+
+    fn lost_walk(
+        &mut self,
+        st: &mut impl PageStore,
+        pages: &mut [u8],
+        key: PageKey,
+    ) -> Result<u64, IoError> {
+        match self.load_page(st, pages, key) {
+            // A page read through its ditto copy stays clean: the walk only looks (an
+            // eviction would write it), and import's own load finds the copy lost again.
+            Ok(slot) => self.meta_mut(slot)?.dirty = false,
+            Err(IoError::Corrupt(_) | IoError::Device(_) | IoError::Unrecoverable { .. }) => {
+                return Ok(1);
+            }
+            Err(e) => return Err(e),
+        }
+        let mut lost = 0u64;
+        if key.level == 0 {
+            return Ok(lost);
+        }
+        for child in 0..FANOUT as u64 {
+            let (e, cached) = self.child_entry(st, pages, key.lun, key.level, key.index, child)?;
+            if e.valid || cached {
+                let below = PageKey {
+                    lun: key.lun,
+                    level: key.level - 1,
+                    index: key.index * FANOUT as u64 + child,
+                };
+                lost = lost.saturating_add(self.lost_walk(st, pages, below)?);
+            }
+        }
+        Ok(lost)
+    }
+
     /// Drops every cached page of `lun`, which must all be clean (written).
     fn drop_lun_pages(&mut self, lun: u16) -> Result<(), IoError> {
         for m in &mut self.cache {

@@ -212,6 +212,12 @@ impl<'a, D: BlockDevice, const N: usize, const L: usize, const P: usize> Volume<
         map.release_lun_map(&mut st, pages, lun, blocks)
     }
 
+    /// Map pages of `lun` that cannot be read ([`MapCache::lost_pages`]).
+    pub fn lost_map_pages(&mut self, lun: u16) -> Result<u64, IoError> {
+        let (map, mut st, pages) = self.parts();
+        map.lost_pages(&mut st, pages, lun)
+    }
+
     /// Gives `lun`'s map the shape of `blocks` blocks under top level `top`
     /// ([`MapCache::resize`]; the blocks past the new end are unmapped already).
     pub fn resize_map(&mut self, lun: u16, blocks: u64, top: u8) -> Result<(), IoError> {

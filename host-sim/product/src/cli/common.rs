@@ -169,6 +169,17 @@ pub fn report_import<M: Members>(dp: &mut PoolDir<M>, con: Console) {
         con.warn(&m);
         dp.record_event(Severity::Error, m);
     }
+    if r.map_pages_lost > 0 {
+        let m = format!(
+            "forced import: {} map page(s) under checkpoint {} cannot be read (they lay on \
+             what the members taken back missed); the blocks they map read as errors until \
+             rewritten. `raidcore import --force --rewind` loads an older checkpoint whose map \
+             reads whole instead, serving the writes after it that the log still holds",
+            r.map_pages_lost, r.root_gen
+        );
+        con.warn(&m);
+        dp.record_event(Severity::Error, m);
+    }
     if r.items_lost > 0 {
         let m = format!(
             "import found {} log item(s) written before the last flush that no redundancy could \

@@ -165,6 +165,9 @@ pub struct ImportSummary {
     pub rewound: bool,
     /// A rewind cut the log at this address (bytes): later writes are lost.
     pub log_cut_at: Option<u64>,
+    /// Map pages under the checkpoint a forced import loaded that cannot be read.
+    #[serde(default)]
+    pub map_pages_lost: u64,
     /// Nothing was written: what a forced import would assemble (`--read-only`).
     pub read_only: bool,
 }
@@ -182,6 +185,7 @@ impl ImportSummary {
             behind: r.behind.to_vec(),
             rewound: r.rewound,
             log_cut_at: r.log_cut_at,
+            map_pages_lost: r.map_pages_lost,
             read_only: false,
         }
     }
