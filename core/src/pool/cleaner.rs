@@ -31,7 +31,23 @@ pub(crate) struct Cleaner {
     /// Segments it emptied of extents whose last live bytes (map pages, tables) the next
     /// checkpoint moves; one checkpoint serves the whole batch.
     cleaned: Vec<u32, 4>,
+    /// Live bytes when cleaning last failed to make room: client writes get
+    /// [`IoError::NoSpace`] at once until fewer bytes are live (a TRIM, an overwrite of
+    /// something compressed better, a LUN deleted).
+    full_at: Option<u64>,
+    /// Bytes moved that client writes have not yet paid for ([`MOVE_PER_BYTE`]).
+    debt: u64,
 }
+
+/// Victims in a row that gain no segment before a client write gets [`IoError::NoSpace`].
+const IDLE_VICTIMS: u32 = 16;
+/// Live bytes the cleaner may move for each byte client writes bring: the write
+/// amplification its moves add is at most this, plus [`DEBT_SEGMENTS`] (on a nearly full
+/// pool the checkpoints each victim costs can eat what it frees, and without a bound the
+/// cleaner moved gigabytes to take megabytes).
+const MOVE_PER_BYTE: u64 = 16;
+/// Segments of moves the cleaner may owe client writes.
+const DEBT_SEGMENTS: u64 = 4;
 
 impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: usize, const S: usize>
     Pool<D, M, N, L, P, S>
@@ -41,18 +57,45 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
     }
 
     /// Makes sure a client write can be taken without eating into the cleaner's reserve (see
-    /// the module docs).
-    pub(crate) fn make_room(&mut self) -> Result<(), IoError> {
+    /// the module docs). `admit`: the bytes of a client write not yet begun, which is refused
+    /// whole when it needs cleaning and the pool is full; 0 for the later pieces of a write
+    /// already begun, which only clean.
+    pub(crate) fn make_room(&mut self, admit: u64) -> Result<(), IoError> {
         let threshold = self.free_threshold();
+        let paid = admit.saturating_mul(MOVE_PER_BYTE);
+        self.cleaner.debt = self.cleaner.debt.saturating_sub(paid);
         if self.io()?.free_above(threshold) {
             return Ok(());
         }
+        // Live bytes that would fill what clients may use, or no fewer than when cleaning last
+        // gave up: the pool is full. Cleaning could only move live data about.
+        if admit > 0 {
+            let live = self.live_bytes()?;
+            if live.saturating_add(admit) > self.usable_bytes()
+                || self.cleaner.full_at.is_some_and(|f| live >= f)
+            {
+                return Err(IoError::NoSpace);
+            }
+        }
+        self.cleaner.full_at = None;
+        let res = self.clean_for_room(threshold);
+        if res == Err(IoError::NoSpace) {
+            self.cleaner.full_at = Some(self.live_bytes()?);
+        }
+        res
+    }
+
+    /// [`Pool::make_room`]'s cleaning: victims and checkpoints until more than `threshold`
+    /// segments are free.
+    fn clean_for_room(&mut self, threshold: u32) -> Result<(), IoError> {
         let mut stuck = 0;
         // Cleaning a segment does not always gain one: on a nearly full pool the relocated
         // bytes, the checkpoints and their padding can take as much as the victims free, and
-        // the cleaner would move the same data from segment to segment forever. It stops after
-        // `segments()` victims in a row that did not raise the count of reclaimed segments
-        // past its best; the best can rise at most `segments()` times, so the work is bounded.
+        // the cleaner would move the same data from segment to segment forever. It gives up
+        // after `IDLE_VICTIMS` victims in a row that did not raise the count of reclaimed
+        // segments past its best (at 90 % live, the most a victim may hold, ten victims gain
+        // one segment), or when a victim would move more than client writes have paid for
+        // ([`MOVE_PER_BYTE`]), and the pool stays full until its live bytes drop.
         let mut best = self.reclaimed_segments()?;
         let mut idle = 0u32;
         while !self.io()?.free_above(threshold) {
@@ -64,7 +107,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
                 stuck += 1;
                 continue;
             }
-            if idle < self.log.segments() && self.clean_one()? {
+            if idle < IDLE_VICTIMS && self.clean_one()? {
                 stuck = 0;
                 let now = self.reclaimed_segments()?;
                 if now > best {
@@ -88,6 +131,14 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             return Ok(());
         }
         Ok(())
+    }
+
+    /// Live bytes in the log (extents, map pages and tables the newest pointers name), from
+    /// the segment table.
+    fn live_bytes(&mut self) -> Result<u64, IoError> {
+        let mut io = self.io()?;
+        let t = io.segs();
+        Ok((0..t.segments()).map(|s| u64::from(t.get(s).live)).sum())
     }
 
     /// Whether any segment waits for checkpoints to become free.
@@ -118,6 +169,11 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         let Some((seg, live)) = self.victim()? else {
             return Ok(false);
         };
+        let debt = self.cleaner.debt.saturating_add(u64::from(live));
+        if debt > DEBT_SEGMENTS * self.log.segment_bytes() {
+            return Ok(false);
+        }
+        self.cleaner.debt = debt;
         let root_gen = self.ckpt.root_gen as u32;
         let pending = SegEntry {
             live: 0,

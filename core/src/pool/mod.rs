@@ -88,9 +88,8 @@ pub struct PoolConfig {
     pub compress_unit_blocks: u8,
     /// Copies of each metadata item (map page, table) written: 1, or 2 for a ditto copy placed
     /// so that no member block row holds both (`BlockPtr::ditto`), so that one
-    /// latent sector error on a degraded stripe cannot lose the map. Not yet the default: on a
-    /// nearly full pool the second copies make the cleaner churn (see README). A write-time
-    /// policy: any reader reads both forms.
+    /// latent sector error on a degraded stripe cannot lose the map. Not yet the default (see
+    /// README). A write-time policy: any reader reads both forms.
     pub metadata_copies: u8,
     /// Intent-log ring per member, in 4 KiB slots (at least 16).
     pub zil_slots: u32,
@@ -991,11 +990,15 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
     }
 
     /// Capacity clients can fill, in bytes: all segments but the log's window of reserved
-    /// segments, the free segments that renew it at the next checkpoint (as many again), and
-    /// the cleaner's reserve — exactly what the cleaner keeps free before it takes a write.
+    /// segments, the free segments that renew it at the next checkpoint (as many again) and
+    /// the cleaner's reserve (what the cleaner keeps free before it takes a write), less a
+    /// slop of 1/32 (as ZFS's `spa_slop_shift`) that leaves the cleaner dead bytes to gain.
+    /// Once the log's live bytes (data, metadata and their headers) reach it, client writes
+    /// that need cleaning get [`IoError::NoSpace`].
     pub fn usable_bytes(&self) -> u64 {
         let keep = 2 * u64::from(self.cfg.reserved_segments) + u64::from(self.cfg.cleaner_reserve);
-        u64::from(self.log.segments()).saturating_sub(keep) * self.log.segment_bytes()
+        let room = u64::from(self.log.segments()).saturating_sub(keep) * self.log.segment_bytes();
+        room - room / 32
     }
 
     /// Creates a LUN of `blocks` 4 KiB blocks named `name` (1–24 bytes), thin-provisioned:
@@ -1135,7 +1138,9 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
     /// Writes `data` (whole 4 KiB blocks) to `lun` from block `lba`. Acknowledged when buffered;
     /// with `fua`, durable when it returns. Errors change nothing, except that a write failing
     /// after buffering (a device error, or [`IoError::NoSpace`] part-way through a write of more
-    /// than an extent) leaves the blocks either old or new.
+    /// than an extent, when cleaning between its extents makes no room) leaves the blocks
+    /// either old or new. A pool whose live bytes would pass [`Pool::usable_bytes`] refuses the
+    /// write whole.
     pub fn write(&mut self, lun: u16, lba: u64, data: &[u8], fua: bool) -> Result<(), IoError> {
         self.pace.client(self.now);
         self.check_io(lun, lba, data.len())?;
@@ -1145,7 +1150,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
 
     fn write_blocks(&mut self, lun: u16, lba: u64, data: &[u8], fua: bool) -> Result<(), IoError> {
         self.ready()?;
-        self.make_room()?;
+        self.make_room(data.len() as u64)?;
         self.close_idle_streams()?;
         // A write larger than what is left of the log's window is taken an extent at a time,
         // with the checkpoints (which renew the window) and the cleaner's room between.
@@ -1153,7 +1158,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         for (k, piece) in data.chunks(per).enumerate() {
             if k > 0 {
                 self.checkpoint_if_due()?;
-                self.make_room()?;
+                self.make_room(0)?;
             }
             let at = lba + (k * per / LUN_BLOCK) as u64;
             for (i, blk) in piece.chunks_exact(LUN_BLOCK).enumerate() {

@@ -574,7 +574,15 @@ impl Sim {
                         self.session_ok_bytes += data.len() as u64;
                         self.stats.bytes_written += data.len() as u64;
                     }
-                    Err(IoError::NoSpace) => self.stats.no_space += 1,
+                    Err(IoError::NoSpace) => {
+                        self.stats.no_space += 1;
+                        // `Pool::write`: refused whole when it is admitted, but a write of more
+                        // than an extent can still meet the full pool part-way.
+                        if n > u64::from(self.shape.max_extent_blocks) {
+                            self.model.write_maybe(id, lba, n, tag);
+                            self.session_maybe_bytes += data.len() as u64;
+                        }
+                    }
                     Err(e @ (IoError::NoSuchLun | IoError::OutOfRange | IoError::Misaligned)) => {
                         return Err(fail(
                             FailureKind::OpError,
