@@ -1112,17 +1112,18 @@ fn a_forced_import_of_members_taken_back_alone_is_a_rewind() {
     assert_blocks(&mut p, lun, 0, 16, 0, "as member 0 left it");
 }
 
-/// RAID-5: member 1 failed by hand and left, the pool wrote on, then member 2 died. Without
-/// force the import is refused. Forced, member 1 is taken back in sync: the newest checkpoint
-/// loads where one copy of each table lies on members 0 and 3 (else only a rewind opens the
-/// pool, serving it as the older checkpoint left it); every block then reads as written, or
-/// as an error where its extent or map page lay on what member 1 missed (after a rewind, the
-/// later writes read their older contents), never as other data; a scrub runs, and the forced
-/// assembly is recorded.
+/// RAID-5, one metadata copy (two: the next test): member 1 failed by hand and left, the pool
+/// wrote on, then member 2 died. Without force the import is refused. Forced, member 1 is
+/// taken back in sync: the newest checkpoint loads where one copy of each table lies on
+/// members 0 and 3 (else only a rewind opens the pool, serving it as the older checkpoint
+/// left it); every block then reads as written, or as an error where its extent or map page
+/// lay on what member 1 missed (after a rewind, the later writes read their older contents),
+/// never as other data; a scrub runs, and the forced assembly is recorded.
 #[test]
 fn a_forced_import_takes_a_failed_member_back_and_serves_no_other_data() {
     let c = PoolConfig {
         level: Level::Raid5,
+        metadata_copies: 1,
         ..cfg()
     };
     let mut p = new_pool(c, 4, 40_000);
