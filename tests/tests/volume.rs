@@ -547,6 +547,43 @@ fn a_truly_full_pool_says_no_space_and_loses_nothing() {
         .unwrap();
 }
 
+/// A pool 90 % full of data overwritten at random (so every write needs the cleaner) takes
+/// one write of a quarter of its LUN (each extent of it pays for the cleaning it needs), and
+/// writes go on after it.
+#[test]
+fn a_large_write_on_a_pool_that_must_clean_is_taken_whole() {
+    let cfg = PoolConfig {
+        compression: false,
+        ..small_cfg(Level::Raid5)
+    };
+    let mut p = pool(cfg, 4, 12);
+    let blocks = p.usable_bytes() * 9 / 10 / LUN_BLOCK as u64;
+    let lun = p.create_lun("busy", blocks).unwrap();
+    for lba in 0..blocks {
+        p.write(lun, lba, &noise(1, lba), false).unwrap();
+    }
+    let mut rng = ChaCha8Rng::seed_from_u64(3);
+    for i in 0..blocks {
+        let lba = rng.random_range(0..blocks);
+        p.write(lun, lba, &noise(2, lba), false)
+            .unwrap_or_else(|e| panic!("overwrite {i} (LBA {lba}): {e:?}"));
+    }
+    let moved = p.stats().counters.cleaner_log_bytes;
+    assert!(moved > 0, "the cleaner never ran");
+    let quarter = blocks / 4;
+    let big: Vec<u8> = (0..quarter).flat_map(|x| noise(3, x)).collect();
+    p.write(lun, 0, &big, false).unwrap();
+    for lba in quarter..quarter + 64 {
+        p.write(lun, lba, &noise(4, lba), false).unwrap();
+    }
+    p.flush().unwrap();
+    let mut buf = vec![0u8; LUN_BLOCK];
+    for lba in (0..quarter).step_by(97) {
+        p.read(lun, lba, &mut buf).unwrap();
+        assert!(buf == noise(3, lba), "lba {lba}");
+    }
+}
+
 /// Filling a pool with ditto metadata: near the end the dead bytes are old map pages and
 /// checkpoint pads spread thin, and each victim's checkpoints ate what it freed (28 GB moved
 /// to take 216 MB). The cleaner now moves at most 16 bytes per byte written, plus 4 segments,

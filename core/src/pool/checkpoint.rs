@@ -399,9 +399,11 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         let mut first = None;
         for r in roots {
             if self.load_tables(&r).is_ok() {
+                // A walk that fails for another reason than a page's read (a map cache too
+                // small for it) leaves the root as the tables found it.
                 let lost = match walk {
                     MapWalk::Skip => 0,
-                    _ => self.lost_map_pages().map_err(OpenError::Io)?,
+                    _ => self.lost_map_pages().unwrap_or(0),
                 };
                 if lost == 0 || walk != MapWalk::PreferWhole {
                     return Ok((r, skipped, lost));
@@ -432,12 +434,12 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             comp: r.comp,
         };
         let ids: Vec<u16, L> = vol.luns.records().map(|l| l.id).collect();
-        let mut lost = 0u64;
+        let mut lost = Ok(0u64);
         for id in ids {
-            lost = lost.saturating_add(vol.lost_map_pages(id)?);
+            lost = lost.and_then(|n| Ok(n.saturating_add(vol.lost_map_pages(id)?)));
         }
         self.map = MapCache::default();
-        Ok(lost)
+        lost
     }
 
     /// The newest root on member `d` alone, if any slot of its ring holds one.

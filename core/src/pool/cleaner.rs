@@ -9,7 +9,8 @@
 //! cleaner) beyond what clients may fill ([`Pool::usable_bytes`]), so the cleaner's own writes
 //! never fail for lack of space; a write that would need them gets [`IoError::NoSpace`] instead,
 //! before anything is buffered. Asking whether there is room costs the same on any pool size
-//! (the segment table keeps its free count).
+//! (the segment table keeps its free count); once room must be made, the live bytes are
+//! summed over the segment table.
 
 use heapless::Vec;
 use raidcore_hal::BlockDevice;
@@ -31,20 +32,20 @@ pub(crate) struct Cleaner {
     /// Segments it emptied of extents whose last live bytes (map pages, tables) the next
     /// checkpoint moves; one checkpoint serves the whole batch.
     cleaned: Vec<u32, 4>,
-    /// Live bytes when cleaning last failed to make room: client writes get
-    /// [`IoError::NoSpace`] at once until fewer bytes are live (a TRIM, an overwrite of
-    /// something compressed better, a LUN deleted).
+    /// Live bytes when cleaning last failed to make room: client writes that need room get
+    /// [`IoError::NoSpace`] at once until fewer bytes are live (a TRIM, a LUN deleted).
     full_at: Option<u64>,
     /// Bytes moved that client writes have not yet paid for ([`MOVE_PER_BYTE`]).
     debt: u64,
 }
 
-/// Victims in a row that gain no segment before a client write gets [`IoError::NoSpace`].
+/// Victims in a row that gain no segment before the cleaner gives up (the client write then
+/// gets [`IoError::NoSpace`] once only the cleaner's reserve is free).
 const IDLE_VICTIMS: u32 = 16;
 /// Live bytes the cleaner may move for each byte client writes bring: the write
-/// amplification its moves add is at most this, plus [`DEBT_SEGMENTS`] (on a nearly full
-/// pool the checkpoints each victim costs can eat what it frees, and without a bound the
-/// cleaner moved gigabytes to take megabytes).
+/// amplification its moves add is at most this, plus [`DEBT_SEGMENTS`] each time space is
+/// freed after it gave up (on a nearly full pool the checkpoints each victim costs can eat
+/// what it frees, and without a bound the cleaner moved gigabytes to take megabytes).
 const MOVE_PER_BYTE: u64 = 16;
 /// Segments of moves the cleaner may owe client writes.
 const DEBT_SEGMENTS: u64 = 4;
@@ -56,28 +57,32 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         self.cfg.reserved_segments as u32 + self.cfg.cleaner_reserve
     }
 
-    /// Makes sure a client write can be taken without eating into the cleaner's reserve (see
-    /// the module docs). `admit`: the bytes of a client write not yet begun, which is refused
-    /// whole when it needs cleaning and the pool is full; 0 for the later pieces of a write
-    /// already begun, which only clean.
-    pub(crate) fn make_room(&mut self, admit: u64) -> Result<(), IoError> {
+    /// Makes sure a piece of `piece` bytes of a client write can be taken without eating into
+    /// the cleaner's reserve (see the module docs). `first`: this is the write's first piece:
+    /// when room must be made and the live bytes have reached [`Pool::usable_bytes`], or have
+    /// not dropped since cleaning last failed, the write is refused before anything of it is
+    /// taken. Later pieces only clean. Each piece taken pays for [`MOVE_PER_BYTE`] bytes of
+    /// the cleaner's moves.
+    pub(crate) fn make_room(&mut self, piece: u64, first: bool) -> Result<(), IoError> {
         let threshold = self.free_threshold();
-        let paid = admit.saturating_mul(MOVE_PER_BYTE);
+        if !self.io()?.free_above(threshold) {
+            let live = self.live_bytes()?;
+            if first {
+                let full = self.cleaner.full_at.is_some_and(|f| live >= f);
+                if full || live >= self.usable_bytes() {
+                    return Err(IoError::NoSpace);
+                }
+            }
+            if self.cleaner.full_at.take().is_some() {
+                // Space was freed since cleaning last failed: a fresh budget.
+                self.cleaner.debt = 0;
+            }
+        }
+        let paid = piece.saturating_mul(MOVE_PER_BYTE);
         self.cleaner.debt = self.cleaner.debt.saturating_sub(paid);
         if self.io()?.free_above(threshold) {
             return Ok(());
         }
-        // Live bytes that would fill what clients may use, or no fewer than when cleaning last
-        // gave up: the pool is full. Cleaning could only move live data about.
-        if admit > 0 {
-            let live = self.live_bytes()?;
-            if live.saturating_add(admit) > self.usable_bytes()
-                || self.cleaner.full_at.is_some_and(|f| live >= f)
-            {
-                return Err(IoError::NoSpace);
-            }
-        }
-        self.cleaner.full_at = None;
         let res = self.clean_for_room(threshold);
         if res == Err(IoError::NoSpace) {
             self.cleaner.full_at = Some(self.live_bytes()?);

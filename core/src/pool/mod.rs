@@ -391,7 +391,9 @@ pub struct ImportOptions {
     /// [`ImportReport::rewound`]). The writes after the cut are lost, and the blocks they
     /// wrote read their **older** contents (what the map held at the cut), not errors: the
     /// log that named them is the part that cannot be read. Only for an operator who chose
-    /// that over no pool at all.
+    /// that over no pool at all. A forced import with rewind also passes over a checkpoint
+    /// whose map pages cannot all be read for the newest older one whose map reads whole
+    /// ([`ImportReport::map_pages_lost`]), rolling the log after it forward as far as it reads.
     pub rewind: bool,
 }
 
@@ -1139,8 +1141,8 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
     /// with `fua`, durable when it returns. Errors change nothing, except that a write failing
     /// after buffering (a device error, or [`IoError::NoSpace`] part-way through a write of more
     /// than an extent, when cleaning between its extents makes no room) leaves the blocks
-    /// either old or new. A pool whose live bytes would pass [`Pool::usable_bytes`] refuses the
-    /// write whole.
+    /// either old or new. When room must be made for it and the pool's live bytes have
+    /// reached [`Pool::usable_bytes`], the write is refused before anything of it is taken.
     pub fn write(&mut self, lun: u16, lba: u64, data: &[u8], fua: bool) -> Result<(), IoError> {
         self.pace.client(self.now);
         self.check_io(lun, lba, data.len())?;
@@ -1150,15 +1152,15 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
 
     fn write_blocks(&mut self, lun: u16, lba: u64, data: &[u8], fua: bool) -> Result<(), IoError> {
         self.ready()?;
-        self.make_room(data.len() as u64)?;
+        let per = usize::from(self.cfg.max_extent_blocks) * LUN_BLOCK;
+        self.make_room(data.len().min(per) as u64, true)?;
         self.close_idle_streams()?;
         // A write larger than what is left of the log's window is taken an extent at a time,
         // with the checkpoints (which renew the window) and the cleaner's room between.
-        let per = usize::from(self.cfg.max_extent_blocks) * LUN_BLOCK;
         for (k, piece) in data.chunks(per).enumerate() {
             if k > 0 {
                 self.checkpoint_if_due()?;
-                self.make_room(0)?;
+                self.make_room(piece.len() as u64, false)?;
             }
             let at = lba + (k * per / LUN_BLOCK) as u64;
             for (i, blk) in piece.chunks_exact(LUN_BLOCK).enumerate() {

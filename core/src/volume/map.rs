@@ -15,6 +15,7 @@ use heapless::Vec;
 
 use crate::error::{IoError, bug};
 use crate::format::{BlockPtr, ENTRY_BYTES, FANOUT, ItemHeader, ItemKind, MapEntry, PAGE_PAYLOAD};
+use crate::raid::ArrayError;
 
 /// Where map pages live and what their changes cost.
 pub(crate) trait PageStore {
@@ -787,6 +788,9 @@ impl<const P: usize> MapCache<P> {
             // A page read through its ditto copy stays clean: the walk only looks (an
             // eviction would write it), and import's own load finds the copy lost again.
             Ok(slot) => self.meta_mut(slot)?.dirty = false,
+            Err(IoError::Device(ArrayError::LogicBug { at })) => {
+                return Err(IoError::LogicBug { at });
+            }
             Err(IoError::Corrupt(_) | IoError::Device(_) | IoError::Unrecoverable { .. }) => {
                 return Ok(1);
             }

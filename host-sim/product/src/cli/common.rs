@@ -173,8 +173,9 @@ pub fn report_import<M: Members>(dp: &mut PoolDir<M>, con: Console) {
         let m = format!(
             "forced import: {} map page(s) under checkpoint {} cannot be read (they lay on \
              what the members taken back missed); the blocks they map read as errors until \
-             rewritten. `raidcore import --force --rewind` loads an older checkpoint whose map \
-             reads whole instead, serving the writes after it that the log still holds",
+             rewritten. Unless this was one already, a rewind (`raidcore import --force \
+             --rewind`) loads an older checkpoint whose map reads whole instead, serving the \
+             writes after it that the log still holds",
             r.map_pages_lost, r.root_gen
         );
         con.warn(&m);
