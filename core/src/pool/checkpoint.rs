@@ -21,7 +21,6 @@ use crate::format::{
 };
 use crate::log::{Expect, Pass};
 use crate::raid::DiskSet;
-use crate::volume::Volume;
 use crate::volume::map::MapCache;
 
 /// What the last checkpoint wrote.
@@ -422,22 +421,11 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
     /// Map pages of every LUN that cannot be read, read as import's first pass reads (nothing
     /// healed or written). The walk's pages leave the cache after: import loads them again.
     pub(crate) fn lost_map_pages(&mut self) -> Result<u64, IoError> {
-        let (io, r) = self.parts(Pass::FindEnd { healed: false })?;
-        let mut vol = Volume {
-            io,
-            luns: r.luns,
-            map: r.map,
-            pages: r.pages,
-            extents: r.extents,
-            raw: r.raw,
-            enc: r.enc,
-            comp: r.comp,
-        };
+        let mut vol = self.vol_in(Pass::FindEnd { healed: false })?;
         let ids: Vec<u16, L> = vol.luns.records().map(|l| l.id).collect();
-        let mut lost = Ok(0u64);
-        for id in ids {
-            lost = lost.and_then(|n| Ok(n.saturating_add(vol.lost_map_pages(id)?)));
-        }
+        let lost = ids
+            .iter()
+            .try_fold(0u64, |n, &id| Ok(n.saturating_add(vol.lost_map_pages(id)?)));
         self.map = MapCache::default();
         lost
     }

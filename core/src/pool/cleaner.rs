@@ -65,7 +65,8 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
     /// the cleaner's moves.
     pub(crate) fn make_room(&mut self, piece: u64, first: bool) -> Result<(), IoError> {
         let threshold = self.free_threshold();
-        if !self.io()?.free_above(threshold) {
+        let room = self.io()?.free_above(threshold);
+        if !room {
             let live = self.live_bytes()?;
             if first {
                 let full = self.cleaner.full_at.is_some_and(|f| live >= f);
@@ -80,7 +81,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         }
         let paid = piece.saturating_mul(MOVE_PER_BYTE);
         self.cleaner.debt = self.cleaner.debt.saturating_sub(paid);
-        if self.io()?.free_above(threshold) {
+        if room {
             return Ok(());
         }
         let res = self.clean_for_room(threshold);

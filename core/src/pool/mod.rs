@@ -969,7 +969,12 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
 
     /// The volume layer's part of an operation.
     fn vol(&mut self) -> Result<Volume<'_, D, N, L, P>, IoError> {
-        Ok(self.vol_and_streams()?.0)
+        self.vol_in(Pass::Live)
+    }
+
+    /// The volume layer's part of an operation, reading as `pass` says.
+    fn vol_in(&mut self, pass: Pass) -> Result<Volume<'_, D, N, L, P>, IoError> {
+        Ok(self.vol_and_streams_in(pass)?.0)
     }
 
     /// The volume layer's part of an operation, the streams and their arena slice.
@@ -977,7 +982,16 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
     fn vol_and_streams(
         &mut self,
     ) -> Result<(Volume<'_, D, N, L, P>, &mut Streams<S>, &mut [u8]), IoError> {
-        let (io, r) = self.parts(Pass::Live)?;
+        self.vol_and_streams_in(Pass::Live)
+    }
+
+    /// [`Self::vol_and_streams`], reading as `pass` says.
+    #[allow(clippy::type_complexity)]
+    fn vol_and_streams_in(
+        &mut self,
+        pass: Pass,
+    ) -> Result<(Volume<'_, D, N, L, P>, &mut Streams<S>, &mut [u8]), IoError> {
+        let (io, r) = self.parts(pass)?;
         let vol = Volume {
             io,
             luns: r.luns,
