@@ -1112,6 +1112,29 @@ fn a_forced_import_of_members_taken_back_alone_is_a_rewind() {
     assert_blocks(&mut p, lun, 0, 16, 0, "as member 0 left it");
 }
 
+/// A RAID-5 of 4 under `c`: LUN blocks 0..64 written (`block(i)`) and checkpointed, member
+/// 1 failed and taken out, blocks 64..128 written (`block(i + 9)`) and checkpointed, then
+/// member 2 gone for good. Returns the LUN, the disks an import is given (members 0 and 3,
+/// and member 1's disk offered back) and the pool's memory.
+fn member_left_then_another_gone(c: PoolConfig) -> (u16, Vec<RamDisk>, Vec<u8>) {
+    let mut p = new_pool(c, 4, 40_000);
+    let lun = p.create_lun("a", 256).unwrap();
+    write_blocks(&mut p, lun, 0, 64, 0);
+    p.checkpoint().unwrap();
+    p.fail_disk(1).unwrap();
+    let failed = p.array.take(1).unwrap();
+    write_blocks(&mut p, lun, 64, 128, 9);
+    p.checkpoint().unwrap();
+    let (members, _, mem) = p.into_parts();
+    let given = members
+        .into_iter()
+        .enumerate()
+        .filter_map(|(i, d)| d.filter(|_| i != 2))
+        .chain([failed])
+        .collect();
+    (lun, given, mem)
+}
+
 /// RAID-5, one metadata copy (two: the next test): member 1 failed by hand and left, the pool
 /// wrote on, then member 2 died. Without force the import is refused. Forced, member 1 is
 /// taken back in sync: the newest checkpoint loads where one copy of each table lies on
@@ -1126,26 +1149,7 @@ fn a_forced_import_takes_a_failed_member_back_and_serves_no_other_data() {
         metadata_copies: 1,
         ..cfg()
     };
-    let mut p = new_pool(c, 4, 40_000);
-    let lun = p.create_lun("a", 256).unwrap();
-    let data: Vec<u8> = (0..128).flat_map(block).collect();
-    p.write(lun, 0, &data[..64 * 4096], false).unwrap();
-    p.flush().unwrap();
-    p.checkpoint().unwrap();
-    p.fail_disk(1).unwrap();
-    let failed = p.array.take(1).unwrap();
-    let later: Vec<u8> = (64..128).flat_map(|i| block(i + 9)).collect();
-    p.write(lun, 64, &later, false).unwrap();
-    p.flush().unwrap();
-    p.checkpoint().unwrap();
-    let (members, _, mem) = p.into_parts();
-    // Member 2 is gone for good; member 1's disk is offered back.
-    let given: Vec<RamDisk> = members
-        .into_iter()
-        .enumerate()
-        .filter_map(|(i, d)| d.filter(|_| i != 2))
-        .chain([failed])
-        .collect();
+    let (lun, given, mem) = member_left_then_another_gone(c);
     let opts = |force, rewind| ImportOptions {
         config: c,
         skip_refused: true,
@@ -1201,21 +1205,7 @@ fn a_forced_import_names_lost_map_pages_and_a_rewind_prefers_a_whole_map() {
         metadata_copies: 2,
         ..cfg()
     };
-    let mut p = new_pool(c, 4, 40_000);
-    let lun = p.create_lun("a", 256).unwrap();
-    write_blocks(&mut p, lun, 0, 64, 0);
-    p.checkpoint().unwrap();
-    p.fail_disk(1).unwrap();
-    let failed = p.array.take(1).unwrap();
-    write_blocks(&mut p, lun, 64, 128, 9);
-    p.checkpoint().unwrap();
-    let (members, _, mem) = p.into_parts();
-    let given: Vec<RamDisk> = members
-        .into_iter()
-        .enumerate()
-        .filter_map(|(i, d)| d.filter(|_| i != 2))
-        .chain([failed])
-        .collect();
+    let (lun, given, mem) = member_left_then_another_gone(c);
     let opts = |rewind| ImportOptions {
         config: c,
         skip_refused: true,
