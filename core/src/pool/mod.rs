@@ -88,8 +88,8 @@ pub struct PoolConfig {
     pub compress_unit_blocks: u8,
     /// Copies of each metadata item (map page, table) written: 1, or 2 for a ditto copy placed
     /// so that no member block row holds both (`BlockPtr::ditto`), so that one
-    /// latent sector error on a degraded stripe cannot lose the map. Not yet the default (see
-    /// README). A write-time policy: any reader reads both forms.
+    /// latent sector error on a degraded stripe cannot lose the map. The default is 2. A
+    /// write-time policy: any reader reads both forms.
     pub metadata_copies: u8,
     /// Intent-log ring per member, in 4 KiB slots (at least 16).
     pub zil_slots: u32,
@@ -121,7 +121,7 @@ impl Default for PoolConfig {
             max_extent_blocks: 32,
             compression: true,
             compress_unit_blocks: 4,
-            metadata_copies: 1,
+            metadata_copies: 2,
             zil_slots: 256,
             segment_stripes: 32,
             max_segments: 1024,
