@@ -12,7 +12,7 @@ use std::process::Command;
 
 use rc::{RAIDCORE, json, ok, qemu_io, raidcore, stop};
 use serde_json::Value;
-use support::{Served, pattern, run_ok, tool};
+use support::{Served, pattern, run_ok, snapshot, tool};
 
 /// A pool of `disks` members and `spares` hot spares of 64 MiB, two LUNs of 4 MiB, in
 /// `tmp/pool`; returns the directory.
@@ -501,7 +501,7 @@ fn qemu_reads(
     blocks: u64,
 ) -> (usize, usize, usize) {
     let mut c = tool("qemu-io", "qemu-utils");
-    c.args(["-f", "raw"])
+    c.args(["-r", "-f", "raw"])
         .arg(format!("nbd+unix:///{lun}?socket={}", sock.display()));
     for i in 0..blocks {
         c.args(["-c", &format!("read -P {pattern} {} 4k", at + i * 4096)]);
@@ -526,10 +526,12 @@ fn qemu_reads(
 /// --force` opens it, the blocks written before slot 1 left read back, those rewritten after
 /// read their new contents or an error, never other data, and the next open needs no force.
 /// (A rewind, which one metadata copy needed here, is the next test's.)
-#[test]
-fn a_forced_import_takes_a_member_back_and_serves_no_other_data() {
+/// RAID-5 of 4 members, uncompressed (so that the patterns' extents fill strips on every
+/// member): 2 MiB of 0x11 written to `lun0`, member 1 failed by hand, 0x22 written over its
+/// second MiB, and `disk3.img` moved out of the directory. Returns the temporary directory,
+/// the pool directory and a socket path.
+fn a_member_failed_then_another_gone() -> (tempfile::TempDir, PathBuf, PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
-    // Uncompressed, so that the patterns' extents fill strips on every member.
     let shape = ["raid5", "4", "0", "64M", "4M"];
     let dir = rc::create_with(tmp.path(), &shape, &["--compression", "off"]);
     let d = dir.to_str().unwrap();
@@ -542,6 +544,13 @@ fn a_forced_import_takes_a_member_back_and_serves_no_other_data() {
     qemu_io(&sock, "lun0", &["write -P 0x22 1M 1M"]);
     stop(server);
     std::fs::rename(dir.join("disk3.img"), tmp.path().join("disk3.img")).unwrap();
+    (tmp, dir, sock)
+}
+
+#[test]
+fn a_forced_import_takes_a_member_back_and_serves_no_other_data() {
+    let (_tmp, dir, sock) = a_member_failed_then_another_gone();
+    let d = dir.to_str().unwrap();
 
     let o = raidcore(&["status", "--dir", d, "--json"]);
     let out = String::from_utf8_lossy(&o.stdout);
@@ -598,6 +607,61 @@ fn a_forced_import_takes_a_member_back_and_serves_no_other_data() {
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["health"], "degraded", "the next open needs no force: {v}");
     assert!(v.get("error").is_none(), "{v}");
+}
+
+/// The pool of the forced-import test, served with `serve --read-only --force` instead of
+/// imported: the export serves what the forced import serves (the blocks written before slot
+/// 1 left read back; those rewritten after read their new contents or an error, never other
+/// data), refuses writes, the server refuses commands that change the pool, and after the stop
+/// every file of the directory is as it was: the pool still needs its forced import.
+#[test]
+fn a_read_only_forced_import_serves_the_pool_and_writes_nothing() {
+    let (_tmp, dir, sock) = a_member_failed_then_another_gone();
+    let d = dir.to_str().unwrap();
+    let before = snapshot(&dir);
+    let server = Served::start(RAIDCORE, d, &sock, &["--read-only", "--force"]);
+    let (good, failed, other) = qemu_reads(&sock, "lun0", "0x11", 0, 256);
+    assert_eq!(
+        (good, failed, other),
+        (256, 0, 0),
+        "before slot 1 left: {good} read, {failed} failed, {other} other data"
+    );
+    let (good, failed, other) = qemu_reads(&sock, "lun0", "0x22", 1 << 20, 256);
+    assert_eq!(
+        (other, good + failed),
+        (0, 256),
+        "after: {good} read, {failed} failed, {other} other data"
+    );
+    // qemu-io refuses to open a read-only export for writing.
+    let mut w = tool("qemu-io", "qemu-utils");
+    w.args(["-f", "raw"])
+        .arg(format!("nbd+unix:///lun0?socket={}", sock.display()))
+        .args(["-c", "write -P 0x33 0 4k"]);
+    let o = w.output().unwrap();
+    let out = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(!out.contains("wrote 4096/4096"), "a write was taken: {out}");
+    let o = raidcore(&["fail", "--dir", d, "--disk", "0"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(err.contains("served read-only"), "{err}");
+    let log = stop(server);
+    assert!(
+        log.contains("took the failed member(s) of slot(s) 1 back"),
+        "{log}"
+    );
+    assert_eq!(
+        snapshot(&dir),
+        before,
+        "a read-only server changed the directory"
+    );
+    let o = raidcore(&["status", "--dir", d, "--json"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(!o.status.success(), "{out}");
+    assert!(out.contains("raidcore import --force"), "{out}");
 }
 
 /// A mirror whose disk 0 was failed by hand and left, while the pool wrote on disk 1; then

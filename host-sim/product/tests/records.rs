@@ -6,14 +6,12 @@
 mod rc;
 mod support;
 
-use std::collections::BTreeMap;
-use std::hash::{DefaultHasher, Hasher};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use rc::{RAIDCORE, ok, qemu_io, raidcore};
 use serde_json::Value;
-use support::{Served, run_ok, tool};
+use support::{Served, run_ok, snapshot, tool};
 
 /// A RAID-6 pool of five 32 MiB members and a spare, two LUNs of 4 MiB, in `tmp/pool`.
 fn create(tmp: &Path) -> PathBuf {
@@ -30,25 +28,6 @@ fn status(dir: &str, code: i32) -> Value {
         String::from_utf8_lossy(&o.stderr)
     );
     serde_json::from_slice(&o.stdout).unwrap()
-}
-
-/// Every file of `dir` (names, sizes, modification times, contents' hashes).
-fn snapshot(dir: &Path) -> BTreeMap<String, (u64, std::time::SystemTime, u64)> {
-    std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| {
-            let e = e.unwrap();
-            let m = e.metadata().unwrap();
-            let mut h = DefaultHasher::new();
-            if m.is_file() {
-                h.write(&std::fs::read(e.path()).unwrap());
-            }
-            (
-                e.file_name().into_string().unwrap(),
-                (m.len(), m.modified().unwrap(), h.finish()),
-            )
-        })
-        .collect()
 }
 
 /// A read-only bind mount of `src` at `at`, unmounted when dropped.
@@ -135,6 +114,57 @@ fn status_of_a_stopped_pool_writes_nothing() {
     qemu_io(&sock, "lun0", &["read -P 0x42 0 3M"]);
     let (exit, log) = server.signal(libc::SIGTERM);
     assert!(exit.success(), "{log}");
+}
+
+/// A pool killed while served (its log to roll forward, its write hole to resync) is served
+/// with `serve --read-only`: every block written reads back, writes are refused, and no file
+/// of the directory changes, on a read-only bind mount too.
+#[test]
+fn a_killed_pool_is_served_read_only_without_a_write() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = create(tmp.path());
+    let d = dir.to_str().unwrap();
+    let sock = tmp.path().join("nbd.sock");
+    let server = Served::start(RAIDCORE, d, &sock, &[]);
+    qemu_io(&sock, "lun0", &["write -P 0x42 0 3M", "flush"]);
+    let (exit, log) = server.signal(libc::SIGKILL);
+    assert!(!exit.success(), "{log}");
+    // The killed server's control socket, which the next server replaces and removes.
+    std::fs::remove_file(dir.join(".raidcore-control.sock")).unwrap();
+    let before = snapshot(&dir);
+    let read_back = |at: &Path| {
+        let server = Served::start(RAIDCORE, at.to_str().unwrap(), &sock, &["--read-only"]);
+        let mut c = tool("qemu-io", "qemu-utils");
+        c.args(["-r", "-f", "raw"])
+            .arg(format!("nbd+unix:///lun0?socket={}", sock.display()))
+            .args(["-c", "read -P 0x42 0 3M"]);
+        let out = String::from_utf8_lossy(&run_ok(&mut c).stdout).into_owned();
+        assert!(out.contains("read 3145728/3145728"), "{out}");
+        let at = at.to_str().unwrap();
+        let o = raidcore(&["lun", "create", "--dir", at, "--name", "x", "--size", "4M"]);
+        assert!(
+            !o.status.success(),
+            "a LUN was created on a read-only server"
+        );
+        let (exit, log) = server.signal(libc::SIGTERM);
+        assert!(exit.success(), "{log}");
+        assert!(
+            log.contains("read-only: every export refuses writes"),
+            "{log}"
+        );
+    };
+    read_back(&dir);
+    assert_eq!(
+        snapshot(&dir),
+        before,
+        "a read-only server changed the directory"
+    );
+    let ro = tmp.path().join("ro");
+    match ReadOnlyMount::new(&dir, &ro) {
+        Ok(_mount) => read_back(&ro),
+        Err(e) => eprintln!("SKIPPED the read-only bind mount (cannot mount here: {e})"),
+    }
+    assert_eq!(snapshot(&dir), before);
 }
 
 /// Checksum errors a scrub found and repaired on one member are counted (repairs in bytes),

@@ -2,7 +2,8 @@
 //! needs a forced import can be brought back (as `mdadm --assemble --force` or `zpool import
 //! -F`) and then served as usual; `--read-only` shows what an import would assemble and
 //! writes nothing (from the last checkpoint: whether the log needs `--rewind` shows only at
-//! the import itself, which then fails naming it).
+//! the import itself, which then fails naming it). `serve --read-only --force` runs the
+//! whole import in memory and serves the result read-only.
 
 use std::path::PathBuf;
 
@@ -36,7 +37,8 @@ pub struct ImportArgs {
     #[arg(long, conflicts_with = "read_only")]
     pub rewind: bool,
     /// Write nothing: show the pool as the import would assemble it, as its last checkpoint
-    /// records it (writes since are not replayed).
+    /// records it (writes since are not replayed). `serve --read-only --force` serves its
+    /// data that way, writing nothing either.
     #[arg(long)]
     pub read_only: bool,
     /// Print the status as JSON.

@@ -2,21 +2,23 @@
 //! socket, until SIGINT or SIGTERM (requests in flight finish, flush, checkpoint).
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::Args;
 use raidcore::pool::PoolConfig;
+use raidcore_hal::{ErrorKind, ErrorType};
 
 use super::common::{report_import, rewind_hint};
 use super::console::{Console, Failure};
 use super::values::duration_arg;
-use crate::dir::{DirError, ImageRole, Members, PoolDir};
+use crate::dir::{DirError, ImageRole, Members, PoolDir, ReadOnlyMembers};
 use crate::nbd::background::{BackgroundConfig, RatePolicy};
 use crate::nbd::{self, PoolBackend, ServeConfig};
 use crate::units::format_bytes;
 
 /// Options of `serve`.
 #[derive(Debug, Args)]
+#[allow(clippy::struct_excessive_bools)] // command-line switches
 pub struct ServeArgs {
     /// The pool directory.
     #[arg(long)]
@@ -63,6 +65,19 @@ pub struct ServeArgs {
     /// Disconnect a client that has not chosen an export this long after connecting.
     #[arg(long, value_parser = duration_arg, default_value = "10s")]
     pub handshake_timeout: std::time::Duration,
+    /// Serve every LUN read-only and write nothing to the images or the directory (as `zpool
+    /// import -o readonly=on`): the images are opened read-only, what import writes (a
+    /// checkpoint, repairs) stays in memory (at most 64 MiB per member; past that the pool
+    /// suspends), clients' writes are refused, and no rebuild, scrub, hot spare or command
+    /// that changes the pool is started. For a look at a damaged pool before deciding.
+    #[arg(long)]
+    pub read_only: bool,
+    /// With `--read-only`: a forced import (see `import --force`), in memory only.
+    #[arg(long, requires = "read_only")]
+    pub force: bool,
+    /// With `--read-only`: a rewind (see `import --rewind`), in memory only.
+    #[arg(long, requires = "read_only")]
+    pub rewind: bool,
 }
 
 /// Serves the pool until a shutdown signal. `members(sync_on_flush)` makes what turns the
@@ -71,6 +86,7 @@ pub struct ServeArgs {
 pub fn run<M, F>(a: &ServeArgs, members: F, con: Console) -> Result<(), Failure>
 where
     M: Members + 'static,
+    <M::Disk as ErrorType>::Error: From<ErrorKind>,
     F: FnOnce(bool) -> M + Send + 'static,
 {
     let mut config = ServeConfig {
@@ -103,25 +119,78 @@ where
                 .map_err(|e| Failure::Usage(format!("--tls-certificates: {e}")))?,
         );
     }
-    config.control = Some(crate::control::socket_path(&a.dir));
+    // A read-only server on a read-only mount has no control socket (`status` then looks at
+    // the images themselves).
+    if !a.read_only || writable(&a.dir) {
+        config.control = Some(crate::control::socket_path(&a.dir));
+    }
     nbd::install_shutdown_signals(&config.shutdown)?;
     let dir = a.dir.clone();
+    let cfg = PoolConfig {
+        background: bg.policy.pool_policy(),
+        ..PoolConfig::default()
+    };
+    if a.read_only {
+        let (force, rewind) = (a.force, a.rewind);
+        return serve_pool(config, bg, con, move || {
+            let members = ReadOnlyMembers(members(false));
+            let dp = PoolDir::<ReadOnlyMembers<M>>::open_with(&dir, cfg, members, force, rewind);
+            dp.map_err(|e| open_error(&dir, &e, Some(force)))
+        });
+    }
     let sync = !a.no_sync;
+    serve_pool(config, bg, con, move || {
+        PoolDir::<M>::open(&dir, cfg, members(sync)).map_err(|e| open_error(&dir, &e, None))
+    })
+}
+
+/// Whether this process may make files in `dir` (`access(2)`, `W_OK`: false on a read-only
+/// mount too).
+fn writable(dir: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: `c` is a NUL-terminated path that outlives the call.
+    unsafe { libc::access(c.as_ptr(), libc::W_OK) == 0 }
+}
+
+/// The error of opening the pool in `dir` for `serve`: in use, or with the command that would
+/// open it with a rewind (`read_only`: whether the server was asked for a forced one).
+fn open_error(dir: &Path, e: &DirError, read_only: Option<bool>) -> std::io::Error {
+    if matches!(e, DirError::InUse(_)) {
+        return std::io::Error::new(std::io::ErrorKind::AddrInUse, e.to_string());
+    }
+    let hint = match read_only {
+        None => rewind_hint(dir, e, false),
+        Some(force) => rewind_hint(dir, e, force).map(|_| {
+            let force = if force { " --force" } else { "" };
+            format!(
+                "; `raidcore serve --dir {} --read-only{force} --rewind` serves it as it was \
+                 then, in memory only",
+                dir.display()
+            )
+        }),
+    };
+    match hint {
+        Some(hint) => std::io::Error::other(format!("{e}{hint}")),
+        None => std::io::Error::other(e.to_string()),
+    }
+}
+
+/// Serves the pool `open` opens (on the server's owner thread) until a shutdown signal.
+fn serve_pool<M, F>(
+    config: ServeConfig,
+    bg: BackgroundConfig,
+    con: Console,
+    open: F,
+) -> Result<(), Failure>
+where
+    M: Members + 'static,
+    F: FnOnce() -> Result<PoolDir<M>, std::io::Error> + Send + 'static,
+{
     nbd::serve(config, move || {
-        let cfg = PoolConfig {
-            background: bg.policy.pool_policy(),
-            ..PoolConfig::default()
-        };
-        let dp = PoolDir::open(&dir, cfg, members(sync)).map_err(|e| {
-            if matches!(e, DirError::InUse(_)) {
-                return std::io::Error::new(std::io::ErrorKind::AddrInUse, e);
-            }
-            match rewind_hint(&dir, &e, false) {
-                Some(hint) => std::io::Error::other(format!("{e}{hint}")),
-                None => std::io::Error::other(e),
-            }
-        })?;
-        let mut dp: PoolDir<M> = dp;
+        let mut dp = open()?;
         report_import(&mut dp, con);
         warn_not_online(&mut dp, con);
         dp.observe();
@@ -132,11 +201,19 @@ where
                 format_bytes(l.blocks * 4096)
             ));
         }
-        con.note(&format!(
-            "background work: {} (rebuild and scrub), buffered writes out after {} ms",
-            bg.policy,
-            bg.destage_delay.as_millis()
-        ));
+        if dp.members.read_only() {
+            con.note(
+                "read-only: every export refuses writes, and nothing is written to the images \
+                 (what import changed is held in memory and dropped at the stop); no rebuild, \
+                 scrub or hot spare is started",
+            );
+        } else {
+            con.note(&format!(
+                "background work: {} (rebuild and scrub), buffered writes out after {} ms",
+                bg.policy,
+                bg.destage_delay.as_millis()
+            ));
+        }
         Ok(PoolBackend::with_background(dp, bg))
     })
     .map_err(|e| {

@@ -175,7 +175,7 @@ impl<M: Members> PoolDir<M> {
                     meta: b.meta,
                     records,
                     watch,
-                    lock,
+                    lock: Some(lock),
                 };
                 dp.note_event(
                     super::records::Severity::Info,

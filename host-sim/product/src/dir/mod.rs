@@ -36,9 +36,9 @@ pub use layout::{DirMeta, LOCK_FILE, META_FILE, REPLACED_DIR, image_name, list_i
 use std::path::PathBuf;
 
 use raidcore::pool::{ImportReport, Pool};
-use raidcore_hal::BlockDevice;
+use raidcore_hal::{BlockDevice, ErrorKind, ErrorType};
 
-use crate::disk::FileDisk;
+use crate::disk::{FileDisk, OVERLAY_BLOCKS, Overlay};
 use crate::status::DirStatus;
 use lock::DirLock;
 
@@ -76,6 +76,47 @@ pub trait Members {
 
     /// Makes image number `number`, open (and locked) as `image`, a pool member.
     fn member(&mut self, number: usize, image: FileDisk) -> Self::Disk;
+
+    /// Whether the images are opened read-only and nothing is written beside them (see
+    /// [`ReadOnlyMembers`]). The default is `false`.
+    fn read_only(&self) -> bool {
+        false
+    }
+}
+
+/// The members `M` makes, each over its image opened read-only and under an [`Overlay`] that
+/// keeps what the pool writes in memory ([`OVERLAY_BLOCKS`] blocks per member): a pool opened
+/// on them (`serve --read-only`) runs its import — forced, rewound — as on writable images,
+/// and nothing reaches the images or the directory (no lock file, event log or records
+/// written; the images' shared locks keep writers out meanwhile).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadOnlyMembers<M>(pub M);
+
+impl<M: Members> Members for ReadOnlyMembers<M>
+where
+    <M::Disk as ErrorType>::Error: From<ErrorKind>,
+{
+    type Disk = Overlay<M::Disk>;
+
+    fn sync_on_flush(&self) -> bool {
+        false
+    }
+
+    fn model_name(&self) -> &'static str {
+        self.0.model_name()
+    }
+
+    fn described(&mut self, meta: &DirMeta) -> Result<(), DirError> {
+        self.0.described(meta)
+    }
+
+    fn member(&mut self, number: usize, image: FileDisk) -> Overlay<M::Disk> {
+        Overlay::new(self.0.member(number, image), OVERLAY_BLOCKS)
+    }
+
+    fn read_only(&self) -> bool {
+        true
+    }
 }
 
 /// Members that are the image files themselves: what `raidcore` serves. A pool created with a
@@ -132,9 +173,9 @@ pub struct PoolDir<M: Members> {
     pub records: records::Records,
     /// What [`PoolDir::observe`] remembers between looks.
     pub watch: observe::Watch,
-    /// The directory's lock ([`LOCK_FILE`]), held while this value lives; declared last, so it
-    /// is released after the images.
-    lock: DirLock,
+    /// The directory's lock ([`LOCK_FILE`]), held while this value lives (none for
+    /// [`ReadOnlyMembers`]); declared last, so it is released after the images.
+    lock: Option<DirLock>,
 }
 
 impl<M: Members> PoolDir<M> {

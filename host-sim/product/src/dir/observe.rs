@@ -224,6 +224,10 @@ impl<M: Members> PoolDir<M> {
 
     /// Appends the pending event lines to the event log.
     pub(crate) fn flush_events(&mut self) {
+        if self.members.read_only() {
+            // Nothing is written beside a pool opened read-only; the lines were logged.
+            self.watch.pending.clear();
+        }
         if self.watch.pending.is_empty() {
             return;
         }
@@ -407,6 +411,9 @@ impl<M: Members> PoolDir<M> {
             .map(|d| ErrorCounts::of(d.errors, bb))
             .collect();
         self.records.slots = slots;
+        if self.members.read_only() {
+            return;
+        }
         if let Err(e) = self.records.save(&self.dir) {
             log::warn!("{e}");
         }

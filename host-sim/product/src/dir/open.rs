@@ -6,11 +6,12 @@ use std::path::Path;
 
 use raidcore::pool::{ImportOptions, ImportReport, OpenError, PoolConfig};
 
-use super::classify::{classify, newest_config, scan};
+use super::classify::{classify, newest_config, scan, scan_with};
 use super::images::is_failed_member_note;
 use super::layout::{LOCK_FILE, REPLACED_DIR, list_images, read_meta};
 use super::lock::lock_dir;
 use super::{DirError, HostPool, ImageInfo, Members, PoolDir};
+use crate::disk::FileDisk;
 
 impl<M: Members> PoolDir<M> {
     /// Opens the pool in `dir`, with run-time policy from `config`; `members` makes each image
@@ -50,7 +51,13 @@ impl<M: Members> PoolDir<M> {
         if let Err(e) = read_meta(dir) {
             return Err(missing_meta(dir, e, true));
         }
-        let lock = lock_dir(dir)?;
+        // A read-only open writes nothing, not even a lock file: the images' shared locks keep
+        // writers out.
+        let lock = if members.read_only() {
+            None
+        } else {
+            Some(lock_dir(dir)?)
+        };
         let meta = read_meta(dir).map_err(|e| missing_meta(dir, e, false))?;
         let bs = meta.block_size()?;
         members.described(&meta)?;
@@ -62,7 +69,11 @@ impl<M: Members> PoolDir<M> {
             )));
         }
         // Superblocks first, on the bare files: which images belong where.
-        let (found, unusable) = scan(dir, &numbers, bs, members.sync_on_flush())?;
+        let (found, unusable) = if members.read_only() {
+            scan_with(dir, &numbers, bs, |p| FileDisk::open_read_only(p, bs))?
+        } else {
+            scan(dir, &numbers, bs, members.sync_on_flush())?
+        };
         let mut images = classify(&found);
         images.extend(unusable);
         images.sort_by_key(|i| i.number);

@@ -7,9 +7,11 @@
 
 mod file;
 mod null;
+mod overlay;
 
 pub use file::{FileDisk, FileDiskOptions};
 pub use null::NullDisk;
+pub use overlay::{OVERLAY_BLOCKS, Overlay};
 
 use core::fmt;
 use std::io;

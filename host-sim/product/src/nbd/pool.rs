@@ -61,6 +61,12 @@ pub trait ServedPool {
     fn scrub_paused(&self) -> bool {
         false
     }
+
+    /// The pool is served read-only: every export refuses writes, and no background work
+    /// (rebuild, scrub, destaging) or hot spare is started. The default is `false`.
+    fn read_only(&self) -> bool {
+        false
+    }
 }
 
 impl<M: Members> ServedPool for PoolDir<M> {
@@ -83,6 +89,17 @@ impl<M: Members> ServedPool for PoolDir<M> {
     }
 
     fn control(&mut self, request: &Request) -> Reply {
+        let looks = matches!(
+            request,
+            Request::Status | Request::LunList | Request::Events { .. }
+        );
+        if self.members.read_only() && !looks {
+            return Reply::error(
+                ErrorKind::Refused,
+                "the pool is served read-only (`serve --read-only`) and takes no changes: stop \
+                 the server and import the pool to change it",
+            );
+        }
         crate::ops::execute(self, request)
     }
 
@@ -96,6 +113,10 @@ impl<M: Members> ServedPool for PoolDir<M> {
 
     fn scrub_paused(&self) -> bool {
         self.records.scrub_paused
+    }
+
+    fn read_only(&self) -> bool {
+        self.members.read_only()
     }
 }
 
@@ -179,6 +200,7 @@ impl<S: ServedPool> PoolBackend<S> {
             } else {
                 let mut e = ExportInfo::new(l.name.as_str(), l.blocks * 4096);
                 e.description = format!("raidcore LUN {}", l.id);
+                e.read_only = served.read_only();
                 self.exports.push(e);
                 self.luns.push(Some(l.id));
             }
@@ -205,6 +227,9 @@ impl<S: ServedPool> PoolBackend<S> {
         served.pool_mut().set_time(now);
         let r = f(served.pool_mut(), lun).map_err(err);
         // A member that failed under reads: take the spare.
+        if served.read_only() {
+            return r;
+        }
         if let Err(e) = served.take_spare_for_failed() {
             log::warn!("taking a hot spare: {e}");
         }
@@ -216,6 +241,9 @@ impl<S: ServedPool> PoolBackend<S> {
         let Some(served) = self.served.as_mut() else {
             return false;
         };
+        if served.read_only() {
+            return false;
+        }
         let st = served.pool().status();
         let scrub = st.scrub.is_some() && !served.scrub_paused();
         if st.rebuild.is_none() && !scrub {
@@ -284,8 +312,13 @@ impl<S: ServedPool> PoolBackend<S> {
     /// What the status says of the background work.
     fn report(&self) -> Background {
         let (rate, eta) = self.timer.rate_and_eta();
+        let read_only = self.served.as_ref().is_some_and(ServedPool::read_only);
         Background {
-            policy: self.timer.cfg.policy.to_string(),
+            policy: if read_only {
+                "none (served read-only)".to_string()
+            } else {
+                self.timer.cfg.policy.to_string()
+            },
             rate_bytes_per_s: rate,
             eta_s: eta,
             destage_delay_ms: u64::try_from(self.timer.cfg.destage_delay.as_millis())

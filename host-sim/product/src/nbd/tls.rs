@@ -6,7 +6,7 @@
 //! certificates must chain to when clients are verified ([`server_config`] with
 //! `verify_peer`, nbdkit's `--tls-verify-peer`).
 //!
-//! A TLS connection gets a pump thread of its own ([`pump_main`]): it speaks the plaintext
+//! A TLS connection gets a pump thread of its own (`pump_main`): it speaks the plaintext
 //! part of the negotiation itself (greeting, client flags, options answered with
 //! `NBD_REP_ERR_TLS_REQD` until `NBD_OPT_STARTTLS`), runs the TLS handshake, then hands the
 //! owner thread the plaintext end of a socket pair and carries bytes between it and the TLS

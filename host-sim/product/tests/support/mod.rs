@@ -3,6 +3,8 @@
 //! hang guard, a `serve` child process, and test data.
 #![allow(dead_code)] // each test file uses a different part
 
+use std::collections::BTreeMap;
+use std::hash::{DefaultHasher, Hasher};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -245,4 +247,23 @@ impl RawNbd {
             "write failed"
         );
     }
+}
+
+/// Every file of `dir` (names, sizes, modification times, contents' hashes).
+pub fn snapshot(dir: &Path) -> BTreeMap<String, (u64, std::time::SystemTime, u64)> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            let m = e.metadata().unwrap();
+            let mut h = DefaultHasher::new();
+            if m.is_file() {
+                h.write(&std::fs::read(e.path()).unwrap());
+            }
+            (
+                e.file_name().into_string().unwrap(),
+                (m.len(), m.modified().unwrap(), h.finish()),
+            )
+        })
+        .collect()
 }
