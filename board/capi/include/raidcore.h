@@ -239,6 +239,18 @@ typedef struct {
   // Members found behind the pool (an older copy of the image put back), set rebuilding and
   // resynced for what they missed by `raidcore_maintenance`: bit `i` for slot `i`.
   uint32_t behind_slots;
+  // A forced import walked the map under the checkpoint it loaded: map pages (each with
+  // the pages under it) that cannot be read, so the blocks they map read as
+  // `RAIDCORE_E_LOST` until rewritten (0 for other imports).
+  uint64_t map_pages_lost;
+  // With `RAIDCORE_IMPORT_REWIND`: where the log was cut (bytes of log address, when
+  // `log_cut` is 1); writes acknowledged after it are lost and their blocks read their older
+  // contents.
+  uint64_t log_cut_at;
+  // 1 when the log was cut at `log_cut_at`, else 0.
+  uint8_t log_cut;
+  // 1 when a rewind opened members taken back alone, serving the pool as they left it.
+  uint8_t rewound;
 } raidcore_import_report;
 
 // What `raidcore_maintenance` did.

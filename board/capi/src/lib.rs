@@ -272,6 +272,18 @@ pub struct raidcore_import_report {
     /// Members found behind the pool (an older copy of the image put back), set rebuilding and
     /// resynced for what they missed by `raidcore_maintenance`: bit `i` for slot `i`.
     pub behind_slots: u32,
+    /// A forced import walked the map under the checkpoint it loaded: map pages (each with
+    /// the pages under it) that cannot be read, so the blocks they map read as
+    /// `RAIDCORE_E_LOST` until rewritten (0 for other imports).
+    pub map_pages_lost: u64,
+    /// With `RAIDCORE_IMPORT_REWIND`: where the log was cut (bytes of log address, when
+    /// `log_cut` is 1); writes acknowledged after it are lost and their blocks read their older
+    /// contents.
+    pub log_cut_at: u64,
+    /// 1 when the log was cut at `log_cut_at`, else 0.
+    pub log_cut: u8,
+    /// 1 when a rewind opened members taken back alone, serving the pool as they left it.
+    pub rewound: u8,
 }
 
 /// A disk seen through its C callbacks.
@@ -728,6 +740,10 @@ pub unsafe extern "C" fn raidcore_pool_import_with(
                         missing: rep.missing,
                         refused: rep.refused.len() as u8,
                         behind_slots: slot_bits(&rep.behind),
+                        map_pages_lost: rep.map_pages_lost,
+                        log_cut_at: rep.log_cut_at.unwrap_or(0),
+                        log_cut: u8::from(rep.log_cut_at.is_some()),
+                        rewound: u8::from(rep.rewound),
                     };
                 }
                 if let Some(f) = forced_slots.as_mut() {

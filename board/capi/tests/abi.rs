@@ -369,7 +369,8 @@ fn an_older_copy_put_back_is_reported_behind_and_resynced() {
 
 /// RAID-1: member 0 failed by hand and left, the pool wrote on, then member 1 is gone. A forced
 /// import of member 0 alone would serve it as it left: refused with `RAIDCORE_E_REWIND_NEEDED`,
-/// opened with `RAIDCORE_IMPORT_REWIND`, reading what member 0 held.
+/// opened with `RAIDCORE_IMPORT_REWIND`, reading what member 0 held, and the report says it was
+/// rewound.
 #[test]
 fn a_forced_import_of_a_member_taken_back_alone_needs_a_rewind() {
     let mut cfg = config();
@@ -390,8 +391,9 @@ fn a_forced_import_of_a_member_taken_back_alone_needs_a_rewind() {
         assert_eq!(raidcore_fail_disk(pool, 0), RAIDCORE_OK);
         write(pool, &[2; 4096]);
         assert_eq!(raidcore_pool_shutdown(pool), RAIDCORE_OK);
+        let mut rep = raidcore_import_report::default();
         let mut import =
-            |flags: u32| import_with(&ops[..1], &cfg, flags, &mut arena, null_mut(), null_mut());
+            |flags: u32| import_with(&ops[..1], &cfg, flags, &mut arena, &mut rep, null_mut());
         assert_eq!(import(RAIDCORE_IMPORT_FORCE).0, RAIDCORE_E_REWIND_NEEDED);
         let name = core::ffi::CStr::from_ptr(raidcore_error_name(RAIDCORE_E_REWIND_NEEDED));
         assert!(name.to_str().unwrap().contains("rewind"), "{name:?}");
@@ -405,5 +407,10 @@ fn a_forced_import_of_a_member_taken_back_alone_needs_a_rewind() {
         );
         assert!(back == [1; 4096], "as member 0 left it");
         assert_eq!(raidcore_pool_shutdown(pool), RAIDCORE_OK);
+        assert_eq!(
+            (rep.rewound, rep.log_cut, rep.map_pages_lost),
+            (1, 0, 0),
+            "{rep:?}"
+        );
     }
 }
