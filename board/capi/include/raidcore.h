@@ -190,6 +190,9 @@ typedef struct {
   uint32_t stripes_per_step;
   // Close an open extent idle for longer than this, in the unit of `raidcore_set_time`.
   uint64_t idle_close;
+  // Copies of each metadata item: 2 (the default, a "ditto" copy in another member block
+  // row, so one latent sector error on a degraded stripe cannot lose the map) or 1.
+  uint8_t metadata_copies;
 } raidcore_config;
 
 // Reads `blocks` device blocks from `lba` into `buf` (`blocks * block_size` bytes).

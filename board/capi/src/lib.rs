@@ -221,6 +221,9 @@ pub struct raidcore_config {
     pub stripes_per_step: u32,
     /// Close an open extent idle for longer than this, in the unit of `raidcore_set_time`.
     pub idle_close: u64,
+    /// Copies of each metadata item: 2 (the default, a "ditto" copy in another member block
+    /// row, so one latent sector error on a degraded stripe cannot lose the map) or 1.
+    pub metadata_copies: u8,
 }
 
 /// What `raidcore_maintenance` did.
@@ -410,6 +413,7 @@ impl raidcore_config {
             max_segments: self.max_segments,
             stripes_per_step: self.stripes_per_step,
             idle_close: self.idle_close,
+            metadata_copies: self.metadata_copies,
             ..PoolConfig::default()
         })
     }
@@ -571,6 +575,7 @@ pub unsafe extern "C" fn raidcore_config_default(out: *mut raidcore_config) -> i
         max_segments: d.max_segments,
         stripes_per_step: d.stripes_per_step,
         idle_close: d.idle_close,
+        metadata_copies: d.metadata_copies,
     };
     // SAFETY: the caller's promise; null is refused.
     match unsafe { out.as_mut() } {

@@ -414,3 +414,42 @@ fn a_forced_import_of_a_member_taken_back_alone_needs_a_rewind() {
         );
     }
 }
+
+/// The default config keeps two metadata copies; a count other than 1 or 2 is refused at
+/// create, and one copy is taken.
+#[test]
+fn metadata_copies_are_chosen_in_the_config() {
+    let mut cfg = config();
+    assert_eq!(cfg.metadata_copies, 2);
+    cfg.level = RAIDCORE_RAID5;
+    let mut disks: Vec<Vec<u8>> = (0..4).map(|_| vec![0u8; BLOCKS as usize * 512]).collect();
+    let ops = disk_ops(&mut disks, Some(flush_only));
+    let uuid = *b"raidcore-abi-tst";
+    for (copies, want) in [
+        (3u8, RAIDCORE_E_INVALID),
+        (0, RAIDCORE_E_INVALID),
+        (1, RAIDCORE_OK),
+    ] {
+        cfg.metadata_copies = copies;
+        let mut pool = null_mut();
+        // SAFETY: valid config, disks, arena and out pointers; all outlive the pool.
+        unsafe {
+            let mut arena = vec![0u8; raidcore_memory_bytes(&cfg, 4)];
+            let code = raidcore_pool_create(
+                ops.as_ptr(),
+                4,
+                null(),
+                0,
+                &cfg,
+                uuid.as_ptr(),
+                arena.as_mut_ptr(),
+                arena.len(),
+                &mut pool,
+            );
+            assert_eq!(code, want, "{copies} copies");
+            if code == RAIDCORE_OK {
+                assert_eq!(raidcore_pool_shutdown(pool), RAIDCORE_OK);
+            }
+        }
+    }
+}
