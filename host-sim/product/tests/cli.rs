@@ -619,6 +619,23 @@ fn a_read_only_forced_import_serves_the_pool_and_writes_nothing() {
     let (_tmp, dir, sock) = a_member_failed_then_another_gone();
     let d = dir.to_str().unwrap();
     let before = snapshot(&dir);
+    // Without --force it is refused, naming the read-only forced import (not the one that
+    // writes).
+    let o = Command::new("timeout")
+        .args(["120", RAIDCORE, "serve", "--dir", d, "--unix"])
+        .arg(&sock)
+        .arg("--read-only")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(
+        err.contains("`raidcore serve --read-only --force`"),
+        "{err}"
+    );
+    // A read-only server needs no lock of the directory: another process may hold it.
+    let lock = std::fs::File::open(dir.join(".raidcore-sim.lock")).unwrap();
+    lock.try_lock().unwrap();
     let server = Served::start(RAIDCORE, d, &sock, &["--read-only", "--force"]);
     let (good, failed, other) = qemu_reads(&sock, "lun0", "0x11", 0, 256);
     assert_eq!(
@@ -643,12 +660,16 @@ fn a_read_only_forced_import_serves_the_pool_and_writes_nothing() {
         String::from_utf8_lossy(&o.stdout),
         String::from_utf8_lossy(&o.stderr)
     );
-    assert!(!out.contains("wrote 4096/4096"), "a write was taken: {out}");
+    assert!(
+        out.contains("Permission denied"),
+        "a write was taken: {out}"
+    );
     let o = raidcore(&["fail", "--dir", d, "--disk", "0"]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success(), "{err}");
     assert!(err.contains("served read-only"), "{err}");
     let log = stop(server);
+    drop(lock);
     assert!(
         log.contains("took the failed member(s) of slot(s) 1 back"),
         "{log}"

@@ -142,10 +142,15 @@ fn a_killed_pool_is_served_read_only_without_a_write() {
         assert!(out.contains("read 3145728/3145728"), "{out}");
         let at = at.to_str().unwrap();
         let o = raidcore(&["lun", "create", "--dir", at, "--name", "x", "--size", "4M"]);
+        let err = String::from_utf8_lossy(&o.stderr);
         assert!(
             !o.status.success(),
             "a LUN was created on a read-only server"
         );
+        // On the read-only mount there is no control socket, and the command's own open
+        // cannot make the lock file.
+        let why = ["served read-only", "Read-only file system"];
+        assert!(why.iter().any(|w| err.contains(w)), "{err}");
         let (exit, log) = server.signal(libc::SIGTERM);
         assert!(exit.success(), "{log}");
         assert!(

@@ -10,7 +10,7 @@ use raidcore_hal::{ErrorKind, ErrorType};
 
 use super::common::{report_import, rewind_hint};
 use super::console::{Console, Failure};
-use super::values::duration_arg;
+use super::values::{duration_arg, size_arg};
 use crate::dir::{DirError, ImageRole, Members, PoolDir, ReadOnlyMembers};
 use crate::nbd::background::{BackgroundConfig, RatePolicy};
 use crate::nbd::{self, PoolBackend, ServeConfig};
@@ -67,9 +67,9 @@ pub struct ServeArgs {
     pub handshake_timeout: std::time::Duration,
     /// Serve every LUN read-only and write nothing to the images or the directory (as `zpool
     /// import -o readonly=on`): the images are opened read-only, what import writes (a
-    /// checkpoint, repairs) stays in memory (at most 64 MiB per member; past that the pool
-    /// suspends), clients' writes are refused, and no rebuild, scrub, hot spare or command
-    /// that changes the pool is started. For a look at a damaged pool before deciding.
+    /// checkpoint, repairs) stays in memory (`--read-only-memory`), clients' writes are
+    /// refused, and no rebuild or scrub runs, nor any command that changes the pool. For a
+    /// look at a damaged pool before deciding.
     #[arg(long)]
     pub read_only: bool,
     /// With `--read-only`: a forced import (see `import --force`), in memory only.
@@ -78,6 +78,10 @@ pub struct ServeArgs {
     /// With `--read-only`: a rewind (see `import --rewind`), in memory only.
     #[arg(long, requires = "read_only")]
     pub rewind: bool,
+    /// With `--read-only`: memory each member may take for what the pool writes (import's
+    /// checkpoint and resync, repairs of what reads find damaged); past it the pool suspends.
+    #[arg(long, requires = "read_only", value_parser = size_arg, default_value = "256M")]
+    pub read_only_memory: u64,
 }
 
 /// Serves the pool until a shutdown signal. `members(sync_on_flush)` makes what turns the
@@ -131,9 +135,12 @@ where
         ..PoolConfig::default()
     };
     if a.read_only {
-        let (force, rewind) = (a.force, a.rewind);
+        let (force, rewind, cap_bytes) = (a.force, a.rewind, a.read_only_memory);
         return serve_pool(config, bg, con, move || {
-            let members = ReadOnlyMembers(members(false));
+            let members = ReadOnlyMembers {
+                inner: members(false),
+                cap_bytes,
+            };
             let dp = PoolDir::<ReadOnlyMembers<M>>::open_with(&dir, cfg, members, force, rewind);
             dp.map_err(|e| open_error(&dir, &e, Some(force)))
         });
@@ -204,8 +211,8 @@ where
         if dp.members.read_only() {
             con.note(
                 "read-only: every export refuses writes, and nothing is written to the images \
-                 (what import changed is held in memory and dropped at the stop); no rebuild, \
-                 scrub or hot spare is started",
+                 (what import changed, a hot spare taken included, is held in memory and \
+                 dropped at the stop); a rebuild or scrub the status shows does not run",
             );
         } else {
             con.note(&format!(

@@ -38,7 +38,7 @@ use std::path::PathBuf;
 use raidcore::pool::{ImportReport, Pool};
 use raidcore_hal::{BlockDevice, ErrorKind, ErrorType};
 
-use crate::disk::{FileDisk, OVERLAY_BLOCKS, Overlay};
+use crate::disk::{FileDisk, OVERLAY_BYTES, Overlay};
 use crate::status::DirStatus;
 use lock::DirLock;
 
@@ -85,12 +85,27 @@ pub trait Members {
 }
 
 /// The members `M` makes, each over its image opened read-only and under an [`Overlay`] that
-/// keeps what the pool writes in memory ([`OVERLAY_BLOCKS`] blocks per member): a pool opened
-/// on them (`serve --read-only`) runs its import — forced, rewound — as on writable images,
-/// and nothing reaches the images or the directory (no lock file, event log or records
-/// written; the images' shared locks keep writers out meanwhile).
+/// keeps what the pool writes in memory (at most `cap_bytes` per member): a pool opened on
+/// them (`serve --read-only`) runs its import — forced, rewound — as on writable images, and
+/// nothing reaches the images or the directory (no lock file, event log or records written;
+/// the images' shared locks keep writers out meanwhile).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ReadOnlyMembers<M>(pub M);
+pub struct ReadOnlyMembers<M> {
+    /// What makes each image a member.
+    pub inner: M,
+    /// Bytes each member's overlay may hold ([`OVERLAY_BYTES`] by default).
+    pub cap_bytes: u64,
+}
+
+impl<M> ReadOnlyMembers<M> {
+    /// `inner`'s members, read-only, with the default overlay size.
+    pub fn new(inner: M) -> Self {
+        ReadOnlyMembers {
+            inner,
+            cap_bytes: OVERLAY_BYTES,
+        }
+    }
+}
 
 impl<M: Members> Members for ReadOnlyMembers<M>
 where
@@ -103,15 +118,16 @@ where
     }
 
     fn model_name(&self) -> &'static str {
-        self.0.model_name()
+        self.inner.model_name()
     }
 
     fn described(&mut self, meta: &DirMeta) -> Result<(), DirError> {
-        self.0.described(meta)
+        self.inner.described(meta)
     }
 
     fn member(&mut self, number: usize, image: FileDisk) -> Overlay<M::Disk> {
-        Overlay::new(self.0.member(number, image), OVERLAY_BLOCKS)
+        let disk = self.inner.member(number, image);
+        Overlay::new(disk, self.cap_bytes, image_name(number))
     }
 
     fn read_only(&self) -> bool {
@@ -202,10 +218,14 @@ impl<M: Members> PoolDir<M> {
 
     /// Flushes, checkpoints and closes the pool (the images hold everything), then releases
     /// the images' and the directory's locks. The records and event log are brought up to
-    /// date first.
+    /// date first. A pool opened read-only ([`ReadOnlyMembers`]) is only dropped.
     pub fn close(mut self) -> Result<(), DirError> {
         self.observe();
         self.save_records();
+        if self.members.read_only() {
+            // What a shutdown would write stays in memory and is dropped anyway.
+            return Ok(());
+        }
         let PoolDir { pool, lock, .. } = self;
         pool.shutdown()?;
         drop(lock);

@@ -96,7 +96,14 @@ impl<M: Members> PoolDir<M> {
             rewind,
         };
         let (pool, import) = HostPool::import(disks_in_order, opts, mem)
-            .map_err(|e| import_error(e, &images, force))?;
+            .map_err(|e| import_error(e, &images, force))
+            .map_err(|e| {
+                if members.read_only() {
+                    read_only_hint(e)
+                } else {
+                    e
+                }
+            })?;
         leave_out_wrong_sizes(&mut images, &import, &order);
         let (records, watch) = Self::start_records(dir, &pool);
         Ok(PoolDir {
@@ -161,6 +168,21 @@ pub(crate) fn import_error(e: OpenError, images: &[ImageInfo], forced: bool) -> 
             ))
         }
         e => DirError::Open(e),
+    }
+}
+
+/// [`import_error`] for a read-only open: the forced import it names is `serve --read-only
+/// --force`, which writes nothing, not `import --force`.
+fn read_only_hint(e: DirError) -> DirError {
+    match e {
+        DirError::Invalid(m) => DirError::Invalid(
+            m.replace(
+                "`raidcore import --force` takes failed members back",
+                "`raidcore serve --read-only --force` takes failed members back in memory",
+            )
+            .replace("; `--read-only` shows the result first)", ")"),
+        ),
+        e => e,
     }
 }
 

@@ -11,7 +11,7 @@ mod overlay;
 
 pub use file::{FileDisk, FileDiskOptions};
 pub use null::NullDisk;
-pub use overlay::{OVERLAY_BLOCKS, Overlay};
+pub use overlay::{OVERLAY_BYTES, Overlay};
 
 use core::fmt;
 use std::io;

@@ -5,33 +5,40 @@ use std::collections::BTreeMap;
 
 use raidcore_hal::{BlockDevice, BlockSize, ErrorKind, ErrorType, check_io, check_range};
 
-/// Blocks an [`Overlay`] keeps by default, per member: 64 MiB of 4 KiB blocks. Import's own
-/// writes (a checkpoint, the write-hole resync of the log's tail, labels, heals of what reads
-/// found damaged) are a few segments at most.
-pub const OVERLAY_BLOCKS: u64 = 16 * 1024;
+/// Bytes an [`Overlay`] keeps by default, per member (`serve --read-only-memory`). Import's
+/// own writes (a checkpoint, the write-hole resync of the log's tail, labels) are a few
+/// segments; repairs of what reads find damaged are as many as the damage read.
+pub const OVERLAY_BYTES: u64 = 256 << 20;
 
 /// A disk that never writes the disk under it: each block written is kept in memory and read
 /// back over it, until the value is dropped (nothing is durable, and `flush` does nothing).
 /// Import runs on such disks as on writable ones — it may roll the log forward, resync, heal,
 /// write labels and a checkpoint — and none of it reaches the images.
 ///
-/// Memory is bounded: past `cap_blocks` distinct blocks a write fails whole with
-/// [`ErrorKind::NoSpace`] (the pool suspends, as on a full host file system) and changes
-/// nothing.
+/// Memory is bounded: past `cap_bytes` of distinct blocks a write fails whole with
+/// [`ErrorKind::NoSpace`] (the pool suspends, as on a full host file system; a warning says
+/// which limit was reached) and changes nothing.
 #[derive(Debug)]
 pub struct Overlay<D> {
     disk: D,
     blocks: BTreeMap<u64, Box<[u8]>>,
     cap_blocks: u64,
+    /// What the warning at the cap names (the image).
+    name: String,
+    warned: bool,
 }
 
 impl<D: BlockDevice> Overlay<D> {
-    /// `disk`, with at most `cap_blocks` blocks written over it.
-    pub fn new(disk: D, cap_blocks: u64) -> Self {
+    /// `disk` (named `name` in the warning at the cap), with at most `cap_bytes` written over
+    /// it (whole blocks).
+    pub fn new(disk: D, cap_bytes: u64, name: impl Into<String>) -> Self {
+        let cap_blocks = cap_bytes / disk.block_size().bytes() as u64;
         Overlay {
             disk,
             blocks: BTreeMap::new(),
             cap_blocks,
+            name: name.into(),
+            warned: false,
         }
     }
 
@@ -46,18 +53,38 @@ impl<D: BlockDevice> Overlay<D> {
         self.blocks.len() as u64
     }
 
-    /// Copies the blocks held over `lba..lba + n` into `buf`; whether they cover it all.
-    fn patch(&self, lba: u64, n: u64, buf: &mut [u8]) -> bool {
+    /// Copies the blocks held over `lba..lba + n` into `buf`.
+    fn patch(&self, lba: u64, n: u64, buf: &mut [u8]) {
         let bs = self.disk.block_size().bytes();
-        let mut covered = 0;
         for (&at, data) in self.blocks.range(lba..lba + n) {
             let off = usize::try_from(at - lba).unwrap_or(usize::MAX) * bs;
             if let Some(dst) = buf.get_mut(off..off + bs) {
                 dst.copy_from_slice(data);
-                covered += 1;
             }
         }
-        covered == n
+    }
+
+    /// Reads from the disk only the runs of `lba..lba + n` the overlay does not hold (after a
+    /// read of the whole range failed: a block written over a bad sector reads from memory).
+    fn read_uncovered(&mut self, lba: u64, n: u64, buf: &mut [u8]) -> Result<(), D::Error> {
+        let bs = self.disk.block_size().bytes();
+        let mut at = lba;
+        while at < lba + n {
+            if self.blocks.contains_key(&at) {
+                at += 1;
+                continue;
+            }
+            let end = (at..lba + n)
+                .find(|b| self.blocks.contains_key(b))
+                .unwrap_or(lba + n);
+            let off = usize::try_from(at - lba).unwrap_or(usize::MAX) * bs;
+            let len = usize::try_from(end - at).unwrap_or(usize::MAX) * bs;
+            if let Some(dst) = buf.get_mut(off..off + len) {
+                self.disk.read(at, dst)?;
+            }
+            at = end;
+        }
+        Ok(())
     }
 }
 
@@ -80,16 +107,19 @@ where
         self.disk.block_count()
     }
 
-    /// The disk's blocks with those written over them; a range the disk fails to read still
-    /// reads when the overlay holds every block of it.
+    /// The disk's blocks with those written over them. When the disk fails to read the range,
+    /// the runs the overlay does not hold are read alone, so a block written over a bad sector
+    /// (a repair) reads back.
     fn read(&mut self, lba: u64, buf: &mut [u8]) -> Result<(), D::Error> {
         let n = check_io(self.block_size(), self.block_count(), lba, buf.len())?;
-        let under = self.disk.read(lba, buf);
-        let whole = self.patch(lba, n, buf);
-        match under {
-            Err(_) if whole => Ok(()),
-            r => r,
+        let held = self.blocks.range(lba..lba + n).next().is_some();
+        match self.disk.read(lba, buf) {
+            Err(e) if !held => return Err(e),
+            Err(_) => self.read_uncovered(lba, n, buf)?,
+            Ok(()) => {}
         }
+        self.patch(lba, n, buf);
+        Ok(())
     }
 
     fn write(&mut self, lba: u64, buf: &[u8]) -> Result<(), D::Error> {
@@ -98,6 +128,15 @@ where
             .filter(|b| !self.blocks.contains_key(b))
             .count() as u64;
         if self.blocks.len() as u64 + new > self.cap_blocks {
+            if !std::mem::replace(&mut self.warned, true) {
+                log::warn!(
+                    "read-only: the memory that holds what the pool writes over {} is full \
+                     ({} blocks); writes to it fail and the pool suspends (serve again with a \
+                     larger --read-only-memory)",
+                    self.name,
+                    self.cap_blocks
+                );
+            }
             return Err(ErrorKind::NoSpace.into());
         }
         let bs = self.block_size().bytes();
@@ -139,7 +178,7 @@ mod tests {
         let (_tmp, p) = image(8);
         let before = std::fs::read(&p).unwrap();
         let ro = FileDisk::open_read_only(&p, BlockSize::B4096).unwrap();
-        let mut o = Overlay::new(ro, 4);
+        let mut o = Overlay::new(ro, 4 * 4096, "disk0.img");
         o.write(2, &[0xaa; 8192]).unwrap();
         o.flush().unwrap();
         let mut buf = vec![0; 4 * 4096];
@@ -158,7 +197,7 @@ mod tests {
     fn a_write_past_the_cap_fails_whole_with_no_space() {
         let (_tmp, p) = image(8);
         let ro = FileDisk::open_read_only(&p, BlockSize::B4096).unwrap();
-        let mut o = Overlay::new(ro, 3);
+        let mut o = Overlay::new(ro, 3 * 4096, "disk0.img");
         o.write(0, &[1; 8192]).unwrap();
         // Rewriting held blocks takes no more room.
         o.write(0, &[2; 8192]).unwrap();
@@ -174,5 +213,56 @@ mod tests {
         assert_eq!(buf[0], 2);
         let e = o.write(8, &[0; 4096]).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::OutOfRange);
+    }
+
+    /// A disk of 8 blocks whose block `bad` reads with a latent sector error.
+    struct BadSector {
+        bad: u64,
+    }
+
+    impl ErrorType for BadSector {
+        type Error = DiskError;
+    }
+
+    impl BlockDevice for BadSector {
+        fn block_size(&self) -> BlockSize {
+            BlockSize::B4096
+        }
+        fn block_count(&self) -> u64 {
+            8
+        }
+        fn read(&mut self, lba: u64, buf: &mut [u8]) -> Result<(), DiskError> {
+            let n = check_io(BlockSize::B4096, 8, lba, buf.len())?;
+            if (lba..lba + n).contains(&self.bad) {
+                return Err(ErrorKind::Medium { lba: self.bad }.into());
+            }
+            for (i, b) in buf.chunks_mut(4096).enumerate() {
+                b.fill(lba as u8 + i as u8 + 1);
+            }
+            Ok(())
+        }
+        fn write(&mut self, _: u64, _: &[u8]) -> Result<(), DiskError> {
+            panic!("an overlay wrote to the disk under it");
+        }
+        fn flush(&mut self) -> Result<(), DiskError> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_block_written_over_a_bad_sector_reads_back_beside_the_disk_blocks() {
+        let mut o = Overlay::new(BadSector { bad: 3 }, 1 << 20, "disk0.img");
+        let mut buf = vec![0; 4 * 4096];
+        let e = o.read(1, &mut buf).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Medium { lba: 3 });
+        o.write(3, &[0xaa; 4096]).unwrap();
+        o.read(1, &mut buf).unwrap();
+        let firsts: Vec<u8> = buf.chunks(4096).map(|b| b[0]).collect();
+        assert_eq!(firsts, [2, 3, 0xaa, 5]);
+        // Another bad block not held still fails the read.
+        let mut o = Overlay::new(BadSector { bad: 4 }, 1 << 20, "disk0.img");
+        o.write(3, &[0xaa; 4096]).unwrap();
+        let e = o.read(2, &mut buf[..3 * 4096]).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Medium { lba: 4 });
     }
 }
