@@ -139,8 +139,9 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
     }
 
     /// Background work, bounded: rebuilds and scrubs up to `config.stripes_per_step` stripes
-    /// (rebuild first), and cleans a segment when free space runs low. Call it between client
-    /// requests as often as the device-time share for background work allows.
+    /// (rebuild first). The cleaner does not run here: client writes make the room they need
+    /// ([`Pool::write`]). Call it between client requests as often as the device-time share
+    /// for background work allows.
     pub fn maintenance(&mut self) -> Result<MaintenanceReport, IoError> {
         self.serving()?;
         let r = self.maintenance_step();
