@@ -128,7 +128,7 @@ pub fn look_with(dir: &Path, force: bool) -> Result<Look, DirError> {
             }
         }
         Err(e) => {
-            let error = import_error(e, &images, force);
+            let error = import_error(e, &images, force, false);
             let st = label_status(dir, &meta, &images, newest.as_ref(), &error);
             Look {
                 status: finish(st, &records),

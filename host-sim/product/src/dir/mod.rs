@@ -38,7 +38,7 @@ use std::path::PathBuf;
 use raidcore::pool::{ImportReport, Pool};
 use raidcore_hal::{BlockDevice, ErrorKind, ErrorType};
 
-use crate::disk::{FileDisk, OVERLAY_BYTES, Overlay};
+use crate::disk::{FileDisk, Overlay};
 use crate::status::DirStatus;
 use lock::DirLock;
 
@@ -93,18 +93,8 @@ pub trait Members {
 pub struct ReadOnlyMembers<M> {
     /// What makes each image a member.
     pub inner: M,
-    /// Bytes each member's overlay may hold ([`OVERLAY_BYTES`] by default).
+    /// Bytes each member's overlay may hold (`serve --read-only-memory`).
     pub cap_bytes: u64,
-}
-
-impl<M> ReadOnlyMembers<M> {
-    /// `inner`'s members, read-only, with the default overlay size.
-    pub fn new(inner: M) -> Self {
-        ReadOnlyMembers {
-            inner,
-            cap_bytes: OVERLAY_BYTES,
-        }
-    }
 }
 
 impl<M: Members> Members for ReadOnlyMembers<M>

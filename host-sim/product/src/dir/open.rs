@@ -96,14 +96,7 @@ impl<M: Members> PoolDir<M> {
             rewind,
         };
         let (pool, import) = HostPool::import(disks_in_order, opts, mem)
-            .map_err(|e| import_error(e, &images, force))
-            .map_err(|e| {
-                if members.read_only() {
-                    read_only_hint(e)
-                } else {
-                    e
-                }
-            })?;
+            .map_err(|e| import_error(e, &images, force, members.read_only()))?;
         leave_out_wrong_sizes(&mut images, &import, &order);
         let (records, watch) = Self::start_records(dir, &pool);
         Ok(PoolDir {
@@ -145,8 +138,14 @@ pub(crate) fn missing_meta(dir: &Path, e: DirError, probe_lock: bool) -> DirErro
 
 /// An import failure; for too many missing members, it names the images left out and why
 /// (each may be a member the import counted as missing), and, unless the import was already
-/// `forced`, names the forced import when a failed member's image is among them.
-pub(crate) fn import_error(e: OpenError, images: &[ImageInfo], forced: bool) -> DirError {
+/// `forced`, names the forced import when a failed member's image is among them: for a
+/// `read_only` open, the one that writes nothing (`serve --read-only --force`).
+pub(crate) fn import_error(
+    e: OpenError,
+    images: &[ImageInfo],
+    forced: bool,
+    read_only: bool,
+) -> DirError {
     match e {
         OpenError::TooManyMissing { .. } if images.iter().any(|i| i.note.is_some()) => {
             let left_out: Vec<String> = images
@@ -156,11 +155,16 @@ pub(crate) fn import_error(e: OpenError, images: &[ImageInfo], forced: bool) -> 
             let failed = images
                 .iter()
                 .any(|i| i.note.as_deref().is_some_and(is_failed_member_note));
-            let hint = if failed && !forced {
-                "; `raidcore import --force` takes failed members back (what they missed \
-                 reads as errors, never as other data; `--read-only` shows the result first)"
-            } else {
-                ""
+            let hint = match (failed && !forced, read_only) {
+                (false, _) => "",
+                (true, false) => {
+                    "; `raidcore import --force` takes failed members back (what they missed \
+                     reads as errors, never as other data; `--read-only` shows the result first)"
+                }
+                (true, true) => {
+                    "; `raidcore serve --read-only --force` takes failed members back in memory \
+                     (what they missed reads as errors, never as other data)"
+                }
             };
             DirError::Invalid(format!(
                 "opening the pool: {e}; left out: {}{hint}",
@@ -168,21 +172,6 @@ pub(crate) fn import_error(e: OpenError, images: &[ImageInfo], forced: bool) -> 
             ))
         }
         e => DirError::Open(e),
-    }
-}
-
-/// [`import_error`] for a read-only open: the forced import it names is `serve --read-only
-/// --force`, which writes nothing, not `import --force`.
-fn read_only_hint(e: DirError) -> DirError {
-    match e {
-        DirError::Invalid(m) => DirError::Invalid(
-            m.replace(
-                "`raidcore import --force` takes failed members back",
-                "`raidcore serve --read-only --force` takes failed members back in memory",
-            )
-            .replace("; `--read-only` shows the result first)", ")"),
-        ),
-        e => e,
     }
 }
 

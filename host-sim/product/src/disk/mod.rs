@@ -11,7 +11,7 @@ mod overlay;
 
 pub use file::{FileDisk, FileDiskOptions};
 pub use null::NullDisk;
-pub use overlay::{OVERLAY_BYTES, Overlay};
+pub use overlay::Overlay;
 
 use core::fmt;
 use std::io;

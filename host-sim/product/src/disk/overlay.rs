@@ -5,19 +5,16 @@ use std::collections::BTreeMap;
 
 use raidcore_hal::{BlockDevice, BlockSize, ErrorKind, ErrorType, check_io, check_range};
 
-/// Bytes an [`Overlay`] keeps by default, per member (`serve --read-only-memory`). Import's
-/// own writes (a checkpoint, the write-hole resync of the log's tail, labels) are a few
-/// segments; repairs of what reads find damaged are as many as the damage read.
-pub const OVERLAY_BYTES: u64 = 256 << 20;
-
 /// A disk that never writes the disk under it: each block written is kept in memory and read
 /// back over it, until the value is dropped (nothing is durable, and `flush` does nothing).
 /// Import runs on such disks as on writable ones — it may roll the log forward, resync, heal,
 /// write labels and a checkpoint — and none of it reaches the images.
 ///
-/// Memory is bounded: past `cap_bytes` of distinct blocks a write fails whole with
-/// [`ErrorKind::NoSpace`] (the pool suspends, as on a full host file system; a warning says
-/// which limit was reached) and changes nothing.
+/// Memory is bounded: past `cap_bytes` of distinct blocks (`serve --read-only-memory`) a
+/// write fails whole with [`ErrorKind::NoSpace`] (the pool suspends, as on a full host file
+/// system; a warning says which limit was reached) and changes nothing. Import's own writes (a
+/// checkpoint, the write-hole resync of the log's tail, labels) are a few segments; repairs of
+/// what reads find damaged are as many as the damage read.
 #[derive(Debug)]
 pub struct Overlay<D> {
     disk: D,
