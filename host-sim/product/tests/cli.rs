@@ -519,6 +519,45 @@ fn qemu_reads(
     )
 }
 
+/// A pool in `tmp/pool` made as `shape` with `extra` create options: `writes[0]` made to
+/// `lun0` through a server, member `left` failed by hand, `writes[1]` made (which it misses),
+/// and image `gone` moved out of the directory. Returns the temporary directory, the pool
+/// directory and a socket path.
+fn member_left_then_image_gone(
+    shape: &[&str; 5],
+    extra: &[&str],
+    writes: [&str; 2],
+    left: &str,
+    gone: &str,
+) -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = rc::create_with(tmp.path(), shape, extra);
+    let d = dir.to_str().unwrap();
+    let sock = tmp.path().join("nbd.sock");
+    let server = serve(d, &sock);
+    qemu_io(&sock, "lun0", &[writes[0]]);
+    stop(server);
+    ok(&["fail", "--dir", d, "--disk", left]);
+    let server = serve(d, &sock);
+    qemu_io(&sock, "lun0", &[writes[1]]);
+    stop(server);
+    std::fs::rename(dir.join(gone), tmp.path().join(gone)).unwrap();
+    (tmp, dir, sock)
+}
+
+/// RAID-5 of 4 members, uncompressed (so that the patterns' extents fill strips on every
+/// member): 2 MiB of 0x11 written to `lun0`, member 1 failed by hand, 0x22 written over its
+/// second MiB, and `disk3.img` moved out of the directory.
+fn a_member_failed_then_another_gone() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    member_left_then_image_gone(
+        &["raid5", "4", "0", "64M", "4M"],
+        &["--compression", "off"],
+        ["write -P 0x11 0 2M", "write -P 0x22 1M 1M"],
+        "1",
+        "disk3.img",
+    )
+}
+
 /// RAID-5 with a member failed by hand (it misses later writes) and then another image gone:
 /// opening refuses and names `import --force`; `import --force --read-only` shows slot 1
 /// taken back and writes nothing. The checkpoint the last clean stop wrote lies on stripes
@@ -526,27 +565,6 @@ fn qemu_reads(
 /// --force` opens it, the blocks written before slot 1 left read back, those rewritten after
 /// read their new contents or an error, never other data, and the next open needs no force.
 /// (A rewind, which one metadata copy needed here, is the next test's.)
-/// RAID-5 of 4 members, uncompressed (so that the patterns' extents fill strips on every
-/// member): 2 MiB of 0x11 written to `lun0`, member 1 failed by hand, 0x22 written over its
-/// second MiB, and `disk3.img` moved out of the directory. Returns the temporary directory,
-/// the pool directory and a socket path.
-fn a_member_failed_then_another_gone() -> (tempfile::TempDir, PathBuf, PathBuf) {
-    let tmp = tempfile::tempdir().unwrap();
-    let shape = ["raid5", "4", "0", "64M", "4M"];
-    let dir = rc::create_with(tmp.path(), &shape, &["--compression", "off"]);
-    let d = dir.to_str().unwrap();
-    let sock = tmp.path().join("nbd.sock");
-    let server = serve(d, &sock);
-    qemu_io(&sock, "lun0", &["write -P 0x11 0 2M"]);
-    stop(server);
-    ok(&["fail", "--dir", d, "--disk", "1"]);
-    let server = serve(d, &sock);
-    qemu_io(&sock, "lun0", &["write -P 0x22 1M 1M"]);
-    stop(server);
-    std::fs::rename(dir.join("disk3.img"), tmp.path().join("disk3.img")).unwrap();
-    (tmp, dir, sock)
-}
-
 #[test]
 fn a_forced_import_takes_a_member_back_and_serves_no_other_data() {
     let (_tmp, dir, sock) = a_member_failed_then_another_gone();
@@ -691,18 +709,14 @@ fn a_read_only_forced_import_serves_the_pool_and_writes_nothing() {
 /// it, saying so, with the later writes reading their older contents.
 #[test]
 fn a_forced_import_of_a_member_that_left_alone_needs_a_rewind() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = rc::create_with(tmp.path(), &["raid1", "2", "0", "96M", "4M"], &[]);
+    let (_tmp, dir, sock) = member_left_then_image_gone(
+        &["raid1", "2", "0", "96M", "4M"],
+        &[],
+        ["write -P 0x11 0 1M", "write -P 0x22 0 1M"],
+        "0",
+        "disk1.img",
+    );
     let d = dir.to_str().unwrap();
-    let sock = tmp.path().join("nbd.sock");
-    let server = serve(d, &sock);
-    qemu_io(&sock, "lun0", &["write -P 0x11 0 1M"]);
-    stop(server);
-    ok(&["fail", "--dir", d, "--disk", "0"]);
-    let server = serve(d, &sock);
-    qemu_io(&sock, "lun0", &["write -P 0x22 0 1M"]);
-    stop(server);
-    std::fs::rename(dir.join("disk1.img"), tmp.path().join("disk1.img")).unwrap();
 
     let o = raidcore(&["import", "--dir", d, "--force"]);
     let err = String::from_utf8_lossy(&o.stderr);

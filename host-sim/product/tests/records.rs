@@ -9,7 +9,7 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use rc::{RAIDCORE, ok, qemu_io, raidcore};
+use rc::{RAIDCORE, ok, qemu_io, qemu_io_read_only, raidcore};
 use serde_json::Value;
 use support::{Served, run_ok, snapshot, tool};
 
@@ -134,11 +134,7 @@ fn a_killed_pool_is_served_read_only_without_a_write() {
     let before = snapshot(&dir);
     let read_back = |at: &Path| {
         let server = Served::start(RAIDCORE, at.to_str().unwrap(), &sock, &["--read-only"]);
-        let mut c = tool("qemu-io", "qemu-utils");
-        c.args(["-r", "-f", "raw"])
-            .arg(format!("nbd+unix:///lun0?socket={}", sock.display()))
-            .args(["-c", "read -P 0x42 0 3M"]);
-        let out = String::from_utf8_lossy(&run_ok(&mut c).stdout).into_owned();
+        let out = qemu_io_read_only(&sock, "lun0", &["read -P 0x42 0 3M"]);
         assert!(out.contains("read 3145728/3145728"), "{out}");
         let at = at.to_str().unwrap();
         let o = raidcore(&["lun", "create", "--dir", at, "--name", "x", "--size", "4M"]);

@@ -34,8 +34,19 @@ pub fn json(args: &[&str]) -> Value {
 /// `qemu-io` commands (`-c …` each) on export `lun` of the server at `sock`; fails the test if
 /// a `read -P` finds another pattern. Its stdout.
 pub fn qemu_io(sock: &Path, lun: &str, cmds: &[&str]) -> String {
+    qemu_io_opened(sock, lun, &[], cmds)
+}
+
+/// [`qemu_io`] with the export opened read-only (`-r`), as a read-only export must be.
+pub fn qemu_io_read_only(sock: &Path, lun: &str, cmds: &[&str]) -> String {
+    qemu_io_opened(sock, lun, &["-r"], cmds)
+}
+
+/// [`qemu_io`] with the open options `opts`.
+fn qemu_io_opened(sock: &Path, lun: &str, opts: &[&str], cmds: &[&str]) -> String {
     let mut c = tool("qemu-io", "qemu-utils");
-    c.args(["-f", "raw"])
+    c.args(opts)
+        .args(["-f", "raw"])
         .arg(format!("nbd+unix:///{lun}?socket={}", sock.display()));
     for cmd in cmds {
         c.args(["-c", cmd]);
