@@ -18,7 +18,7 @@ use raidcore_hal::BlockDevice;
 use super::Pool;
 use crate::error::{IoError, bug};
 use crate::format::{
-    FormatError, ItemHeader, ItemKind, LUN_BLOCK, MapEntry, SegEntry, SegState, crc32c,
+    FANOUT, FormatError, ItemHeader, ItemKind, LUN_BLOCK, MapEntry, SegEntry, SegState, crc32c,
 };
 use crate::log::SeqRule;
 use crate::volume::Writer;
@@ -39,16 +39,35 @@ pub(crate) struct Cleaner {
     debt: u64,
 }
 
+/// What [`Pool::clean_one`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Clean {
+    /// A victim was emptied (or is, once the next checkpoint moves its map pages).
+    Moved,
+    /// No segment would gain anything.
+    Nothing,
+    /// The victim would move more than client writes have paid for.
+    OverBudget,
+}
+
 /// Victims in a row that gain no segment before the cleaner gives up (the client write then
 /// gets [`IoError::NoSpace`] once only the cleaner's reserve is free).
 const IDLE_VICTIMS: u32 = 16;
-/// Live bytes the cleaner may move for each byte client writes bring: the write
-/// amplification its moves add is at most this, plus [`DEBT_SEGMENTS`] each time space is
-/// freed after it gave up (on a nearly full pool the checkpoints each victim costs can eat
-/// what it frees, and without a bound the cleaner moved gigabytes to take megabytes).
+/// Live bytes the cleaner may move for each byte client writes bring, plus
+/// [`DEBT_SEGMENTS`]: past it, writes go ahead into the free segments that renew the log's
+/// window without cleaning, and the cleaner goes over budget only once the cleaner's reserve
+/// is all that is free (filling a pool with ditto metadata, the checkpoints each victim cost
+/// ate what it freed near the end, and without a bound the cleaner moved gigabytes to take
+/// megabytes). Over budget, refusing the write would not make cleaning cheaper later: random
+/// overwrites keep the live bytes where they are.
 const MOVE_PER_BYTE: u64 = 16;
 /// Segments of moves the cleaner may owe client writes.
 const DEBT_SEGMENTS: u64 = 4;
+/// Segments the cleaner reclaims beyond the threshold once it cleans, before it writes the
+/// checkpoints that free them: a victim becomes free only two checkpoints after it is emptied,
+/// and reclaiming one segment at a time cost two checkpoints per victim (with ditto copies on
+/// a small pool, more than a victim frees).
+const LOOKAHEAD: u32 = 3;
 
 impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: usize, const S: usize>
     Pool<D, M, N, L, P, S>
@@ -100,29 +119,44 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         // the cleaner would move the same data from segment to segment forever. It gives up
         // after `IDLE_VICTIMS` victims in a row that did not raise the count of reclaimed
         // segments past its best (at 90 % live, the most a victim may hold, ten victims gain
-        // one segment), or when a victim would move more than client writes have paid for
-        // ([`MOVE_PER_BYTE`]), and the pool stays full until its live bytes drop.
+        // one segment), and the pool stays full until its live bytes drop. Past its budget
+        // ([`MOVE_PER_BYTE`]) it lets the write go ahead instead while it can.
         let mut best = self.reclaimed_segments()?;
         let mut idle = 0u32;
+        let mut over_budget = false;
         while !self.io()?.free_above(threshold) {
             let pending = !self.cleaner.cleaned.is_empty() || self.any_pending()?;
-            if pending && stuck < 3 && self.reclaimed_segments()? > threshold {
-                // Enough segments are emptied already and become free after two more
-                // checkpoints: cheaper than cleaning more (each victim leaves one pending).
+            if pending && stuck < 3 && self.reclaimed_segments()? > threshold + LOOKAHEAD {
+                // Enough segments ([`LOOKAHEAD`] beyond the threshold) are emptied already
+                // and become free after two more checkpoints, which serve them all.
                 self.write_checkpoint()?;
                 stuck += 1;
                 continue;
             }
-            if idle < IDLE_VICTIMS && self.clean_one()? {
-                stuck = 0;
-                let now = self.reclaimed_segments()?;
-                if now > best {
-                    best = now;
-                    idle = 0;
-                } else {
-                    idle += 1;
+            if idle < IDLE_VICTIMS {
+                match self.clean_one(over_budget)? {
+                    Clean::Moved => {
+                        stuck = 0;
+                        let now = self.reclaimed_segments()?;
+                        if now > best {
+                            best = now;
+                            idle = 0;
+                        } else {
+                            idle += 1;
+                        }
+                        continue;
+                    }
+                    // Throttled: the write may take a segment of the window's renewal.
+                    Clean::OverBudget if self.io()?.segs().free() > self.cfg.cleaner_reserve => {
+                        return Ok(());
+                    }
+                    // Refusing the write would not make cleaning any cheaper later.
+                    Clean::OverBudget => {
+                        over_budget = true;
+                        continue;
+                    }
+                    Clean::Nothing => {}
                 }
-                continue;
             }
             if pending && stuck < 3 {
                 // Emptied segments become free after two more checkpoints.
@@ -169,15 +203,15 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         Ok((n + cleaned.len()) as u32)
     }
 
-    /// Cleans the used segment with the fewest live bytes. Returns false when no segment would
-    /// gain anything.
-    fn clean_one(&mut self) -> Result<bool, IoError> {
+    /// Cleans the used segment with the fewest live bytes, within the budget client writes
+    /// paid ([`MOVE_PER_BYTE`]) unless `over_budget`.
+    fn clean_one(&mut self, over_budget: bool) -> Result<Clean, IoError> {
         let Some((seg, live)) = self.victim()? else {
-            return Ok(false);
+            return Ok(Clean::Nothing);
         };
         let debt = self.cleaner.debt.saturating_add(u64::from(live));
-        if debt > DEBT_SEGMENTS * self.log.segment_bytes() {
-            return Ok(false);
+        if debt > DEBT_SEGMENTS * self.log.segment_bytes() && !over_budget {
+            return Ok(Clean::OverBudget);
         }
         self.cleaner.debt = debt;
         let root_gen = self.ckpt.root_gen as u32;
@@ -188,7 +222,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         };
         if live == 0 {
             self.io()?.segs().set(seg, pending);
-            return Ok(true);
+            return Ok(Clean::Moved);
         }
         self.relocate_segment(seg)?;
         if self.io()?.segs().get(seg).live == 0 {
@@ -203,7 +237,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             self.write_checkpoint()?;
             let _ = self.cleaner.cleaned.push(seg);
         }
-        Ok(true)
+        Ok(Clean::Moved)
     }
 
     /// The used segment outside the window with the fewest live bytes, if cleaning it frees at
@@ -248,8 +282,19 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         Ok(())
     }
 
-    /// Re-appends everything live in segment `seg`.
+    /// Re-appends everything live in segment `seg`. When the map cache is full, a first pass
+    /// moves only the extents whose leaf map page is cached, so that a victim's extents
+    /// scattered over a map larger than the cache do not each evict (write) a dirty page.
     fn relocate_segment(&mut self, seg: u32) -> Result<(), IoError> {
+        if self.map.is_full() {
+            self.relocate_pass(seg, true)?;
+        }
+        self.relocate_pass(seg, false)
+    }
+
+    /// One walk of segment `seg`: relocates its live extents (with `cached_only`, those whose
+    /// leaf map pages are cached) and, in a full pass, marks its live map pages dirty.
+    fn relocate_pass(&mut self, seg: u32, cached_only: bool) -> Result<(), IoError> {
         let start = self.log.seg_start(seg);
         let end = start + self.log.segment_bytes();
         let mut cursor = start;
@@ -268,8 +313,10 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             };
             rule = rule.after(h.seq);
             match h.kind {
-                ItemKind::Extent => self.relocate_extent(&h)?,
-                ItemKind::MapPage => {
+                ItemKind::Extent if !cached_only || self.leaves_cached(&h) => {
+                    self.relocate_extent(&h)?;
+                }
+                ItemKind::MapPage if !cached_only => {
                     self.dirty_live_page(&h)?;
                 }
                 _ => {}
@@ -277,6 +324,17 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             cursor += h.item_bytes() as u64;
         }
         Ok(())
+    }
+
+    /// Whether the leaf map pages of the extent `h`'s blocks are all cached.
+    fn leaves_cached(&self, h: &ItemHeader) -> bool {
+        let key = |lba: u64| PageKey {
+            lun: h.lun,
+            level: 0,
+            index: lba / FANOUT as u64,
+        };
+        let last = h.lba.saturating_add(u64::from(h.blocks.max(1)) - 1);
+        self.map.is_cached(key(h.lba)) && self.map.is_cached(key(last))
     }
 
     /// The map page item `h` (either copy of a page): if its page's pointer still names it, the

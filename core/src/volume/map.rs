@@ -137,6 +137,16 @@ impl<const P: usize> MapCache<P> {
             .position(|m| m.is_some_and(|m| m.key == key))
     }
 
+    /// Whether the page `key` is in the cache (using it then costs no read and no eviction).
+    pub(crate) fn is_cached(&self, key: PageKey) -> bool {
+        self.cache_find(key).is_some()
+    }
+
+    /// Whether every slot holds a page (a miss then evicts one, writing it if dirty).
+    pub(crate) fn is_full(&self) -> bool {
+        self.cache.is_full() && self.cache.iter().all(Option::is_some)
+    }
+
     fn meta_mut(&mut self, slot: usize) -> Result<&mut PageMeta, IoError> {
         self.cache
             .get_mut(slot)
