@@ -680,10 +680,8 @@ fn one_tib_lun_runs_in_the_same_ram_as_one_gib() {
 /// Random 4 KiB overwrites of a LUN of 80 % of the usable capacity, RAID-5 of 4 × 64 MiB with
 /// the default configuration and a map (about 100 leaf pages) larger than the test's 64-page
 /// map cache, one and two metadata copies: every write is taken, the write amplification stays
-/// bounded, and every block reads back its last write. Until 2026-12-08 the pool refused every
-/// write from about the 8 800th overwrite on with two copies: each victim's checkpoints (two
-/// per victim, taken one segment at a time) and each relocated extent's map page eviction ate
-/// what the victims freed, and the cleaner's budget then pinned the pool full.
+/// bounded, and every block reads back its last write (docs/figures.md, "Random overwrites
+/// near full").
 #[test]
 fn random_overwrites_at_eighty_percent_of_usable_are_taken() {
     for copies in [1u8, 2] {
