@@ -686,6 +686,19 @@ fn a_read_only_forced_import_serves_the_pool_and_writes_nothing() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success(), "{err}");
     assert!(err.contains("served read-only"), "{err}");
+    // The server's status says so, and gives no advice the server cannot follow.
+    let o = raidcore(&["status", "--dir", d]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("view: served read-only"), "{out}");
+    assert!(!out.contains("Wait for the rebuild"), "{out}");
+    assert!(!out.contains("in progress"), "{out}");
+    assert!(out.contains("Stop the read-only server first"), "{out}");
+    let o = raidcore(&["status", "--dir", d, "--json"]);
+    let json: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(json["read_only"], true, "{json}");
+    // The image taken back fills its slot again.
+    assert_eq!(json["disks"][1]["image"], "disk1.img", "{json}");
+    assert!(!out.contains("left out: disk1.img"), "{out}");
     let log = stop(server);
     drop(lock);
     assert!(

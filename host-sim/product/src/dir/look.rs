@@ -215,6 +215,7 @@ fn label_status(
         last_rebuild: None,
         scrub_paused: false,
         view: "superblocks".into(),
+        read_only: false,
         background: None,
         problem: Some(format!("The pool cannot be opened: {error}.")),
         action: None,

@@ -202,6 +202,7 @@ impl<M: Members> PoolDir<M> {
         st.last_scrub.clone_from(&self.records.last_scrub);
         st.last_rebuild.clone_from(&self.records.last_rebuild);
         st.scrub_paused = self.records.scrub_paused && st.scrub.is_some();
+        st.read_only = self.members.read_only();
         st.explain();
         st
     }

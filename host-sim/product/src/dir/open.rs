@@ -5,12 +5,13 @@
 use std::path::Path;
 
 use raidcore::pool::{ImportOptions, ImportReport, OpenError, PoolConfig};
+use raidcore_hal::BlockDevice;
 
 use super::classify::{classify, newest_config, scan, scan_with};
 use super::images::is_failed_member_note;
 use super::layout::{LOCK_FILE, REPLACED_DIR, list_images, read_meta};
 use super::lock::lock_dir;
-use super::{DirError, HostPool, ImageInfo, Members, PoolDir};
+use super::{DirError, HostPool, ImageInfo, ImageRole, Members, PoolDir};
 use crate::disk::FileDisk;
 
 impl<M: Members> PoolDir<M> {
@@ -84,6 +85,10 @@ impl<M: Members> PoolDir<M> {
             ))
         })?;
         let order: Vec<usize> = found.iter().map(|f| f.number).collect();
+        let guids: Vec<Option<u64>> = found
+            .iter()
+            .map(|f| f.sb.as_ref().map(|sb| sb.disk_guid))
+            .collect();
         let disks_in_order: Vec<M::Disk> = found
             .into_iter()
             .map(|f| members.member(f.number, f.disk))
@@ -98,6 +103,7 @@ impl<M: Members> PoolDir<M> {
         let (pool, import) = HostPool::import(disks_in_order, opts, mem)
             .map_err(|e| import_error(e, &images, force, members.read_only()))?;
         leave_out_wrong_sizes(&mut images, &import, &order);
+        take_back_images(&mut images, &pool, &import, &order, &guids);
         let (records, watch) = Self::start_records(dir, &pool);
         Ok(PoolDir {
             dir: dir.to_path_buf(),
@@ -177,6 +183,36 @@ pub(crate) fn import_error(
 
 /// Images the import left out for their size are not the members `classify` took them for.
 /// `order` is the image number of each disk in the order given to the import.
+/// The images of the failed members a forced import took back fill their slots again
+/// (`order` and `guids`: each image's number and label's disk GUID, as given to the import).
+fn take_back_images<D: BlockDevice>(
+    images: &mut [ImageInfo],
+    pool: &HostPool<D>,
+    import: &ImportReport,
+    order: &[usize],
+    guids: &[Option<u64>],
+) {
+    let st = pool.status();
+    for &slot in &import.forced {
+        let slot = usize::from(slot);
+        let Some(guid) = st
+            .disks
+            .iter()
+            .find(|d| usize::from(d.slot) == slot)
+            .map(|d| d.guid)
+        else {
+            continue;
+        };
+        let Some(at) = guids.iter().position(|g| *g == Some(guid)) else {
+            continue;
+        };
+        let Some(&n) = order.get(at) else { continue };
+        if let Some(i) = images.iter_mut().find(|i| i.number == n) {
+            *i = ImageInfo::new(n, ImageRole::Member, Some(slot)).with_guid(guid);
+        }
+    }
+}
+
 pub(crate) fn leave_out_wrong_sizes(
     images: &mut [ImageInfo],
     import: &ImportReport,

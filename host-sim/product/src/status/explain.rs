@@ -145,7 +145,13 @@ impl DirStatus {
 
     /// Fills [`DirStatus::problem`] and [`DirStatus::action`] from the rest.
     pub fn explain(&mut self) {
-        let (problem, action) = self.diagnose();
+        let (problem, mut action) = self.diagnose();
+        if self.read_only && self.health != "suspended" {
+            // Every fix changes the pool, which a read-only server refuses.
+            action = action.map(|a| {
+                format!("{a} (Stop the read-only server first: it refuses every change.)")
+            });
+        }
         self.problem = problem;
         self.action = action;
     }
@@ -184,6 +190,10 @@ impl DirStatus {
                 };
                 (Some(problem), Some(action))
             }
+            "suspended" if self.read_only => (
+                Some("The read-only server suspended the pool: its memory for what the import changes (`--read-only-memory`) is full, or the host refused a read. Nothing was written.".into()),
+                Some(format!("Stop the server and serve again with more `--read-only-memory`, or import the pool writably (`raidcore serve --dir {dir}`); `resume` is refused while served read-only.")),
+            ),
             "suspended" => (
                 Some("The pool is suspended after errors of the host (its file system or devices): no I/O is served and nothing is written.".into()),
                 Some(format!("Fix the cause (free space, remount), then `raidcore resume --dir {dir}`.")),
@@ -196,7 +206,9 @@ impl DirStatus {
                     list(&rebuilding),
                     if rebuilding.len() == 1 { "is" } else { "are" }
                 )),
-                Some(if self.view == "live" {
+                Some(if self.read_only {
+                    format!("A read-only server runs no rebuild: serve the pool writably (`raidcore serve --dir {dir}`) to rebuild.")
+                } else if self.view == "live" {
                     format!("Wait for the rebuild to finish (`raidcore status --dir {dir} --watch`).")
                 } else {
                     format!("Serve the pool (`raidcore serve --dir {dir}`): the rebuild runs in the background.")

@@ -140,6 +140,10 @@ pub struct DirStatus {
     /// (a stopped pool, read without writing: the state its last checkpoint recorded).
     #[serde(default)]
     pub view: String,
+    /// The pool is served read-only (`serve --read-only`): nothing is written, and no
+    /// rebuild, scrub or resume runs.
+    #[serde(default)]
+    pub read_only: bool,
     /// A server's background work, when a server answered.
     #[serde(default)]
     pub background: Option<Background>,
@@ -243,6 +247,7 @@ impl DirStatus {
             last_rebuild: None,
             scrub_paused: false,
             view: "live".into(),
+            read_only: false,
             background: None,
             problem: None,
             action: None,

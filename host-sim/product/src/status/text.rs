@@ -21,6 +21,12 @@ impl DirStatus {
         if let Some(a) = &self.action {
             let _ = writeln!(s, "action: {a}");
         }
+        if self.read_only {
+            let _ = writeln!(
+                s,
+                "  view: served read-only (nothing is written; no rebuild or scrub runs)"
+            );
+        }
         if self.view != "live" {
             let _ = writeln!(
                 s,
@@ -68,7 +74,13 @@ impl DirStatus {
                 b.policy
             )
         });
-        if let Some(r) = self.rebuild.filter(|r| r.total == 0) {
+        // A read-only server runs neither: what is recorded waits for a writable import.
+        let rate = if self.read_only {
+            " (waits: served read-only)".to_string()
+        } else {
+            rate
+        };
+        if let Some(r) = self.rebuild.filter(|r| r.total == 0 && !self.read_only) {
             let _ = writeln!(
                 s,
                 "  scan: rebuild of disk {} starting (runs while the pool is served)",
@@ -89,6 +101,8 @@ impl DirStatus {
                 "  scan: scrub {} — segment {} of {} ({:.1} %){}",
                 if self.scrub_paused {
                     "paused"
+                } else if self.read_only {
+                    "pending"
                 } else {
                     "in progress"
                 },
