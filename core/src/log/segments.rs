@@ -1,17 +1,20 @@
 //! The segment usage table: per segment of the log, its live bytes, its state (free, used, or
 //! pending: emptied, free once two more checkpoints are durable) and the sequence number its
 //! current use began with. It lives in its own arena slice ([`format::SEG_ENTRY_BYTES`] per
-//! segment, the encoding the checkpoint writes), and the count of free entries is kept up to
-//! date beside it, so asking for free space costs the same on any pool size.
+//! segment, the encoding the checkpoint writes), and the count of free entries and the sum of
+//! live bytes are kept up to date beside it, so asking for free space or live bytes costs the
+//! same on any pool size.
 
 use crate::format::{self, SEG_ENTRY_BYTES, SegEntry, SegState};
 
-/// The count the table keeps beside its arena slice (owned by the log; the slice is lent per
+/// The counts the table keeps beside its arena slice (owned by the log; the slice is lent per
 /// operation).
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct SegmentCounts {
     /// Entries in state [`SegState::Free`].
     pub free: u32,
+    /// Live bytes of every entry.
+    pub live: u64,
 }
 
 /// A view of the table: the arena slice and its counts.
@@ -48,9 +51,12 @@ impl<'a> SegmentTable<'a> {
         if i >= self.segments {
             return;
         }
-        let was_free = self.get(i).state == SegState::Free;
+        let old = self.get(i);
+        let was_free = old.state == SegState::Free;
         let is_free = e.state == SegState::Free;
         e.encode(self.entries, i as usize * SEG_ENTRY_BYTES);
+        self.counts.live = (self.counts.live.saturating_sub(u64::from(old.live)))
+            .saturating_add(u64::from(e.live));
         match (was_free, is_free) {
             (true, false) => self.counts.free = self.counts.free.saturating_sub(1),
             (false, true) => self.counts.free += 1,
@@ -74,6 +80,11 @@ impl<'a> SegmentTable<'a> {
         self.counts.free
     }
 
+    /// Live bytes of every segment (extents, map pages and tables the newest pointers name).
+    pub const fn live(&self) -> u64 {
+        self.counts.live
+    }
+
     /// Every segment free (a new pool).
     pub fn clear(&mut self) {
         self.entries.fill(0);
@@ -81,6 +92,7 @@ impl<'a> SegmentTable<'a> {
             SegEntry::FREE.encode(self.entries, s as usize * SEG_ENTRY_BYTES);
         }
         self.counts.free = self.segments;
+        self.counts.live = 0;
     }
 
     /// Replaces the table with `bytes` (a table read back from the log), and counts it.
@@ -89,6 +101,9 @@ impl<'a> SegmentTable<'a> {
         self.counts.free = (0..self.segments)
             .filter(|&s| self.get(s).state == SegState::Free)
             .count() as u32;
+        self.counts.live = (0..self.segments)
+            .map(|s| u64::from(self.get(s).live))
+            .sum();
         Some(())
     }
 
@@ -103,7 +118,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn free_count_follows_every_change() {
+    fn free_count_and_live_bytes_follow_every_change() {
         let mut mem = [0u8; 8 * SEG_ENTRY_BYTES];
         let mut counts = SegmentCounts::default();
         let mut t = SegmentTable::new(&mut mem, 8, &mut counts);
@@ -120,6 +135,7 @@ mod tests {
         t.account(3, 100, true);
         t.account(3, 40, false);
         assert_eq!(t.get(3).live, 60);
+        assert_eq!(t.live(), 60);
         assert_eq!(t.get(3).first_seq, 9);
         t.set(
             5,
@@ -129,18 +145,23 @@ mod tests {
             },
         );
         assert_eq!(t.free(), 6);
+        t.account(5, 7, true);
+        assert_eq!(t.live(), 67);
         t.set(5, SegEntry::FREE);
         t.set(3, SegEntry::FREE);
         assert_eq!(t.free(), 8);
+        assert_eq!(t.live(), 0);
         // Out of range: ignored, reads as free.
         t.set(8, used);
         assert_eq!(t.free(), 8);
+        t.set(1, SegEntry { live: 300, ..used });
         let copy: std::vec::Vec<u8> = mem.to_vec();
         let mut t = SegmentTable::new(&mut mem, 8, &mut counts);
         t.set(0, used);
-        assert_eq!(t.free(), 7);
+        t.set(1, SegEntry::FREE);
+        assert_eq!((t.free(), t.live()), (7, 0));
         t.load(&copy).unwrap();
-        assert_eq!(t.free(), 8);
+        assert_eq!((t.free(), t.live()), (7, 300));
     }
 }
 

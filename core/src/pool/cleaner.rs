@@ -8,9 +8,9 @@
 //! cleaner_reserve` free segments (to renew the window at the next checkpoint, and for the
 //! cleaner) beyond what clients may fill ([`Pool::usable_bytes`]), so the cleaner's own writes
 //! never fail for lack of space; a write that would need them gets [`IoError::NoSpace`] instead,
-//! before anything is buffered. Asking whether there is room costs the same on any pool size
-//! (the segment table keeps its free count); once room must be made, the live bytes are
-//! summed over the segment table.
+//! before anything is buffered. Asking whether there is room, and how many bytes are live,
+//! costs the same on any pool size (the segment table keeps both counts); choosing a victim
+//! walks the table.
 
 use heapless::Vec;
 use raidcore_hal::BlockDevice;
@@ -174,11 +174,9 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
     }
 
     /// Live bytes in the log (extents, map pages and tables the newest pointers name), from
-    /// the segment table.
+    /// the segment table's running sum.
     fn live_bytes(&mut self) -> Result<u64, IoError> {
-        let mut io = self.io()?;
-        let t = io.segs();
-        Ok((0..t.segments()).map(|s| u64::from(t.get(s).live)).sum())
+        Ok(self.io()?.segs().live())
     }
 
     /// Whether any segment waits for checkpoints to become free.

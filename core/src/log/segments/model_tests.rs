@@ -132,7 +132,8 @@ fn apply(t: &mut SegmentTable<'_>, model: &mut [SegEntry], op: &Op) -> Result<()
     Ok(())
 }
 
-/// The table against the model: every entry, entries past the end, and the free count. Free
+/// The table against the model: every entry, entries past the end, the free count and the
+/// live bytes. Free
 /// entries are counted from the raw state word (0), not through the table's decoding.
 fn check(t: &SegmentTable<'_>, model: &[SegEntry], raw: &[u8]) -> Result<(), String> {
     for (i, want) in model.iter().enumerate() {
@@ -156,6 +157,10 @@ fn check(t: &SegmentTable<'_>, model: &[SegEntry], raw: &[u8]) -> Result<(), Str
             "free count {}, free state words {free}, model {modelled}",
             t.free()
         ));
+    }
+    let live: u64 = model.iter().map(|e| u64::from(e.live)).sum();
+    if t.live() != live {
+        return Err(format!("live bytes {}, model {live}", t.live()));
     }
     Ok(())
 }
