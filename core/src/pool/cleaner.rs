@@ -146,8 +146,10 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
                         }
                         continue;
                     }
-                    // Throttled: the write may take a segment of the window's renewal.
-                    Clean::OverBudget if self.io()?.segs().free() > self.cfg.cleaner_reserve => {
+                    // Throttled: the write may take the last segment above the threshold
+                    // (the window's renewal and the cleaner's reserve stay whole: writes
+                    // that ate into them filled the log on small pools).
+                    Clean::OverBudget if self.io()?.segs().free() >= threshold => {
                         return Ok(());
                     }
                     // Refusing the write would not make cleaning any cheaper later.
@@ -208,10 +210,12 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             return Ok(Clean::Nothing);
         };
         let debt = self.cleaner.debt.saturating_add(u64::from(live));
-        if debt > DEBT_SEGMENTS * self.log.segment_bytes() && !over_budget {
+        let cap = DEBT_SEGMENTS * self.log.segment_bytes();
+        if debt > cap && !over_budget {
             return Ok(Clean::OverBudget);
         }
-        self.cleaner.debt = debt;
+        // Over budget, the moves clients did not pay for are forgiven.
+        self.cleaner.debt = debt.min(cap);
         let root_gen = self.ckpt.root_gen as u32;
         let pending = SegEntry {
             live: 0,
