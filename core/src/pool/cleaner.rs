@@ -54,9 +54,9 @@ enum Clean {
 /// gets [`IoError::NoSpace`] once only the cleaner's reserve is free).
 const IDLE_VICTIMS: u32 = 16;
 /// Live bytes the cleaner may move for each byte client writes bring, plus
-/// [`DEBT_SEGMENTS`]: past it, writes go ahead into the free segments that renew the log's
-/// window without cleaning, and the cleaner goes over budget only once the cleaner's reserve
-/// is all that is free (filling a pool with ditto metadata, the checkpoints each victim cost
+/// [`DEBT_SEGMENTS`]: past it, a write may take the last free segment above the cleaner's
+/// threshold without cleaning, and below that the cleaner goes over budget (filling a pool
+/// with ditto metadata, the checkpoints each victim cost
 /// ate what it freed near the end, and without a bound the cleaner moved gigabytes to take
 /// megabytes). Over budget, refusing the write would not make cleaning cheaper later: random
 /// overwrites keep the live bytes where they are.
@@ -120,7 +120,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         // after `IDLE_VICTIMS` victims in a row that did not raise the count of reclaimed
         // segments past its best (at 90 % live, the most a victim may hold, ten victims gain
         // one segment), and the pool stays full until its live bytes drop. Past its budget
-        // ([`MOVE_PER_BYTE`]) it lets the write go ahead instead while it can.
+        // ([`MOVE_PER_BYTE`]) it lets the write take the last segment above the threshold.
         let mut best = self.reclaimed_segments()?;
         let mut idle = 0u32;
         let mut over_budget = false;
