@@ -54,12 +54,12 @@ enum Clean {
 /// gets [`IoError::NoSpace`] once only the cleaner's reserve is free).
 const IDLE_VICTIMS: u32 = 16;
 /// Live bytes the cleaner may move for each byte client writes bring, plus
-/// [`DEBT_SEGMENTS`]: past it, a write may take the last free segment above the cleaner's
-/// threshold without cleaning, and below that the cleaner goes over budget (filling a pool
-/// with ditto metadata, the checkpoints each victim cost
-/// ate what it freed near the end, and without a bound the cleaner moved gigabytes to take
-/// megabytes). Over budget, refusing the write would not make cleaning cheaper later: random
-/// overwrites keep the live bytes where they are.
+/// [`DEBT_SEGMENTS`]: past it, a write may take the last free segment (outside the log's
+/// window) above the cleaner's threshold without cleaning, and below that the cleaner goes
+/// over budget (filling a pool with ditto metadata, the checkpoints each victim cost ate what
+/// it freed near the end, and without a bound the cleaner moved gigabytes to take megabytes).
+/// Over budget, refusing the write would not make cleaning cheaper later: random overwrites
+/// keep the live bytes where they are.
 const MOVE_PER_BYTE: u64 = 16;
 /// Segments of moves the cleaner may owe client writes.
 const DEBT_SEGMENTS: u64 = 4;
@@ -149,7 +149,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
                     // Throttled: the write may take the last segment above the threshold
                     // (the window's renewal and the cleaner's reserve stay whole: writes
                     // that ate into them filled the log on small pools).
-                    Clean::OverBudget if self.io()?.segs().free() >= threshold => {
+                    Clean::OverBudget if self.io()?.free_above(threshold.saturating_sub(1)) => {
                         return Ok(());
                     }
                     // Refusing the write would not make cleaning any cheaper later.

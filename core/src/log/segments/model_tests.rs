@@ -133,8 +133,8 @@ fn apply(t: &mut SegmentTable<'_>, model: &mut [SegEntry], op: &Op) -> Result<()
 }
 
 /// The table against the model: every entry, entries past the end, the free count and the
-/// live bytes. Free
-/// entries are counted from the raw state word (0), not through the table's decoding.
+/// live bytes. Free entries are counted from the raw state word (0), not through the table's
+/// decoding.
 fn check(t: &SegmentTable<'_>, model: &[SegEntry], raw: &[u8]) -> Result<(), String> {
     for (i, want) in model.iter().enumerate() {
         let got = t.get(i as u32);
