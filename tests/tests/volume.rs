@@ -592,8 +592,8 @@ fn a_large_write_on_a_pool_that_must_clean_is_taken_whole() {
 
 /// Filling a pool with ditto metadata: near the end the dead bytes are old map pages and
 /// checkpoint pads spread thin, and each victim's checkpoints ate what it freed (28 GB moved
-/// to take 216 MB). The cleaner now moves at most 16 bytes per byte written, plus 4 segments,
-/// and the pool still takes nearly all it offers.
+/// to take 216 MB). The cleaner's budget (16 bytes moved per byte written, plus 4 segments)
+/// now holds it to less than that, and the pool still takes nearly all it offers.
 #[test]
 fn filling_a_pool_with_ditto_metadata_moves_a_bounded_amount() {
     let cfg = PoolConfig {
@@ -719,8 +719,7 @@ fn random_overwrites_at_eighty_percent_of_usable_are_taken() {
                 - before.pad_log_bytes;
         let wa = logged as f64 / (c.client_bytes_written - before.client_bytes_written) as f64;
         println!("{copies} copies: write amplification {wa:.1}");
-        // Measured 6.5 (one copy) and 14.0 (two); the cleaner's budget bounds its own share
-        // at 16.
+        // Measured 6.5 (one copy) and 14.0 (two).
         assert!(
             wa < 24.0,
             "seed {seed}, {copies} copies: write amplification {wa:.1}"

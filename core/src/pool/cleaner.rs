@@ -8,7 +8,8 @@
 //! cleaner_reserve` free segments (to renew the window at the next checkpoint, and for the
 //! cleaner) beyond what clients may fill ([`Pool::usable_bytes`]), so the cleaner's own writes
 //! never fail for lack of space; a write that would need them gets [`IoError::NoSpace`] instead,
-//! before anything is buffered. Asking whether there is room, and how many bytes are live,
+//! before anything is buffered (past the cleaner's budget, a write may take one segment of that
+//! margin: see [`MOVE_PER_BYTE`]). Asking whether there is room, and how many bytes are live,
 //! costs the same on any pool size (the segment table keeps both counts); choosing a victim
 //! walks the table.
 
@@ -54,17 +55,17 @@ enum Clean {
 /// gets [`IoError::NoSpace`] once only the cleaner's reserve is free).
 const IDLE_VICTIMS: u32 = 16;
 /// Live bytes the cleaner may move for each byte client writes bring, plus
-/// [`DEBT_SEGMENTS`]: past it, a write may take the last free segment (outside the log's
-/// window) above the cleaner's threshold without cleaning, and below that the cleaner goes
-/// over budget (filling a pool with ditto metadata, the checkpoints each victim cost ate what
+/// [`DEBT_SEGMENTS`]: past it, a write may go ahead without cleaning while `threshold` segments
+/// outside the log's window are free (one fewer than a write otherwise leaves), and below that
+/// the cleaner goes over budget (filling a pool with ditto metadata, the checkpoints each victim cost ate what
 /// it freed near the end, and without a bound the cleaner moved gigabytes to take megabytes).
 /// Over budget, refusing the write would not make cleaning cheaper later: random overwrites
 /// keep the live bytes where they are.
 const MOVE_PER_BYTE: u64 = 16;
 /// Segments of moves the cleaner may owe client writes.
 const DEBT_SEGMENTS: u64 = 4;
-/// Segments the cleaner reclaims beyond the threshold once it cleans, before it writes the
-/// checkpoints that free them: a victim becomes free only two checkpoints after it is emptied,
+/// Segments the cleaner reclaims beyond the threshold once it cleans (it stops at more than
+/// this many), before it writes the checkpoints that free them: a victim becomes free only two checkpoints after it is emptied,
 /// and reclaiming one segment at a time cost two checkpoints per victim (with ditto copies on
 /// a small pool, more than a victim frees).
 const LOOKAHEAD: u32 = 3;
@@ -120,15 +121,16 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         // after `IDLE_VICTIMS` victims in a row that did not raise the count of reclaimed
         // segments past its best (at 90 % live, the most a victim may hold, ten victims gain
         // one segment), and the pool stays full until its live bytes drop. Past its budget
-        // ([`MOVE_PER_BYTE`]) it lets the write take the last segment above the threshold.
+        // ([`MOVE_PER_BYTE`]) it lets the write take one segment of the threshold's margin.
         let mut best = self.reclaimed_segments()?;
         let mut idle = 0u32;
         let mut over_budget = false;
         while !self.io()?.free_above(threshold) {
             let pending = !self.cleaner.cleaned.is_empty() || self.any_pending()?;
-            if pending && stuck < 3 && self.reclaimed_segments()? > threshold + LOOKAHEAD {
-                // Enough segments ([`LOOKAHEAD`] beyond the threshold) are emptied already
-                // and become free after two more checkpoints, which serve them all.
+            let enough = threshold.saturating_add(LOOKAHEAD);
+            if pending && stuck < 3 && self.reclaimed_segments()? > enough {
+                // Enough segments (more than [`LOOKAHEAD`] beyond the threshold) are emptied
+                // already and become free after two more checkpoints, which serve them all.
                 self.write_checkpoint()?;
                 stuck += 1;
                 continue;
@@ -146,9 +148,9 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
                         }
                         continue;
                     }
-                    // Throttled: the write may take the last segment above the threshold
-                    // (the window's renewal and the cleaner's reserve stay whole: writes
-                    // that ate into them filled the log on small pools).
+                    // Throttled: the write may take one segment of the margin (the window's
+                    // renewal and the cleaner's reserve stay whole: writes that ate into them
+                    // filled the log on small pools).
                     Clean::OverBudget if self.io()?.free_above(threshold.saturating_sub(1)) => {
                         return Ok(());
                     }
@@ -227,7 +229,12 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             return Ok(Clean::Moved);
         }
         self.relocate_segment(seg)?;
-        if self.io()?.segs().get(seg).live == 0 {
+        let after = self.io()?.segs().get(seg);
+        if after.state != SegState::Used {
+            // A checkpoint during the walk retired it already (it held nothing live then).
+            return Ok(Clean::Moved);
+        }
+        if after.live == 0 {
             let pending = SegEntry {
                 state: SegState::Pending(self.ckpt.root_gen as u32),
                 ..pending

@@ -8,7 +8,7 @@ use raidcore::pool::{ImportOptions, ImportReport, OpenError, PoolConfig};
 use raidcore_hal::BlockDevice;
 
 use super::classify::{classify, newest_config, scan, scan_with};
-use super::images::is_failed_member_note;
+use super::images::{failed_member_note, is_failed_member_note};
 use super::layout::{LOCK_FILE, REPLACED_DIR, list_images, read_meta};
 use super::lock::lock_dir;
 use super::{DirError, HostPool, ImageInfo, ImageRole, Members, PoolDir};
@@ -181,10 +181,10 @@ pub(crate) fn import_error(
     }
 }
 
-/// Images the import left out for their size are not the members `classify` took them for.
-/// `order` is the image number of each disk in the order given to the import.
 /// The images of the failed members a forced import took back fill their slots again
 /// (`order` and `guids`: each image's number and label's disk GUID, as given to the import).
+/// Only an image `classify` left out as that slot's failed member is taken: an older copy
+/// with the same GUID keeps its note.
 fn take_back_images<D: BlockDevice>(
     images: &mut [ImageInfo],
     pool: &HostPool<D>,
@@ -203,16 +203,24 @@ fn take_back_images<D: BlockDevice>(
         else {
             continue;
         };
-        let Some(at) = guids.iter().position(|g| *g == Some(guid)) else {
-            continue;
-        };
-        let Some(&n) = order.get(at) else { continue };
-        if let Some(i) = images.iter_mut().find(|i| i.number == n) {
-            *i = ImageInfo::new(n, ImageRole::Member, Some(slot)).with_guid(guid);
+        let note = failed_member_note(slot);
+        let taken = order
+            .iter()
+            .zip(guids)
+            .filter(|(_, g)| **g == Some(guid))
+            .find_map(|(&n, _)| {
+                images
+                    .iter()
+                    .position(|i| i.number == n && i.note.as_deref() == Some(note.as_str()))
+            });
+        if let Some(i) = taken.and_then(|at| images.get_mut(at)) {
+            *i = ImageInfo::new(i.number, ImageRole::Member, Some(slot)).with_guid(guid);
         }
     }
 }
 
+/// Images the import left out for their size are not the members `classify` took them for.
+/// `order` is the image number of each disk in the order given to the import.
 pub(crate) fn leave_out_wrong_sizes(
     images: &mut [ImageInfo],
     import: &ImportReport,

@@ -146,7 +146,7 @@ impl DirStatus {
     /// Fills [`DirStatus::problem`] and [`DirStatus::action`] from the rest.
     pub fn explain(&mut self) {
         let (problem, mut action) = self.diagnose();
-        if self.read_only && self.health != "suspended" {
+        if self.read_only && self.health == "degraded" {
             // Every fix changes the pool, which a read-only server refuses.
             action = action.map(|a| {
                 format!("{a} (Stop the read-only server first: it refuses every change.)")
@@ -192,7 +192,7 @@ impl DirStatus {
             }
             "suspended" if self.read_only => (
                 Some("The read-only server suspended the pool: its memory for what the import changes (`--read-only-memory`) is full, or the host refused a read. Nothing was written.".into()),
-                Some(format!("Stop the server and serve again with more `--read-only-memory`, or import the pool writably (`raidcore serve --dir {dir}`); `resume` is refused while served read-only.")),
+                Some(format!("Stop the server and serve again with more `--read-only-memory`, or serve the pool writably (`raidcore serve --dir {dir}`, with `--force` if it needed it read-only); `resume` is refused while served read-only.")),
             ),
             "suspended" => (
                 Some("The pool is suspended after errors of the host (its file system or devices): no I/O is served and nothing is written.".into()),
@@ -207,7 +207,7 @@ impl DirStatus {
                     if rebuilding.len() == 1 { "is" } else { "are" }
                 )),
                 Some(if self.read_only {
-                    format!("A read-only server runs no rebuild: serve the pool writably (`raidcore serve --dir {dir}`) to rebuild.")
+                    format!("A read-only server runs no rebuild: serve the pool writably (`raidcore serve --dir {dir}`, with `--force` if it needed it read-only) to rebuild.")
                 } else if self.view == "live" {
                     format!("Wait for the rebuild to finish (`raidcore status --dir {dir} --watch`).")
                 } else {

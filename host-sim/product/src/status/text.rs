@@ -80,10 +80,15 @@ impl DirStatus {
         } else {
             rate
         };
-        if let Some(r) = self.rebuild.filter(|r| r.total == 0 && !self.read_only) {
+        if let Some(r) = self.rebuild.filter(|r| r.total == 0) {
+            let when = if self.read_only {
+                "waits: served read-only"
+            } else {
+                "runs while the pool is served"
+            };
             let _ = writeln!(
                 s,
-                "  scan: rebuild of disk {} starting (runs while the pool is served)",
+                "  scan: rebuild of disk {} starting ({when})",
                 r.disk.unwrap_or(0)
             );
         } else if let Some(r) = self.rebuild {
