@@ -55,19 +55,19 @@ enum Clean {
 /// gets [`IoError::NoSpace`] once only the cleaner's reserve is free).
 const IDLE_VICTIMS: u32 = 16;
 /// Live bytes the cleaner may move for each byte client writes bring, plus
-/// [`DEBT_SEGMENTS`]: past it, a write may go ahead without cleaning while `threshold` segments
-/// outside the log's window are free (one fewer than a write otherwise leaves), and below that
-/// the cleaner goes over budget (filling a pool with ditto metadata, the checkpoints each victim cost ate what
-/// it freed near the end, and without a bound the cleaner moved gigabytes to take megabytes).
-/// Over budget, refusing the write would not make cleaning cheaper later: random overwrites
-/// keep the live bytes where they are.
+/// [`DEBT_SEGMENTS`]: past it, a write may go ahead without cleaning while `threshold`
+/// segments outside the log's window are free (one fewer than a write otherwise leaves), and
+/// below that the cleaner goes over budget (filling a pool with ditto metadata, the
+/// checkpoints each victim cost ate what it freed near the end, and without a bound the
+/// cleaner moved gigabytes to take megabytes). Over budget, refusing the write would not make
+/// cleaning cheaper later: random overwrites keep the live bytes where they are.
 const MOVE_PER_BYTE: u64 = 16;
 /// Segments of moves the cleaner may owe client writes.
 const DEBT_SEGMENTS: u64 = 4;
 /// Segments the cleaner reclaims beyond the threshold once it cleans (it stops at more than
-/// this many), before it writes the checkpoints that free them: a victim becomes free only two checkpoints after it is emptied,
-/// and reclaiming one segment at a time cost two checkpoints per victim (with ditto copies on
-/// a small pool, more than a victim frees).
+/// this many), before it writes the checkpoints that free them: a victim becomes free only two
+/// checkpoints after it is emptied, and reclaiming one segment at a time cost two checkpoints
+/// per victim (with ditto copies on a small pool, more than a victim frees).
 const LOOKAHEAD: u32 = 3;
 
 impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: usize, const S: usize>
