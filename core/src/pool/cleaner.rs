@@ -19,7 +19,7 @@ use raidcore_hal::BlockDevice;
 use super::Pool;
 use crate::error::{IoError, bug};
 use crate::format::{
-    FANOUT, FormatError, ItemHeader, ItemKind, LUN_BLOCK, MapEntry, SegEntry, SegState, crc32c,
+    FormatError, ItemHeader, ItemKind, LUN_BLOCK, MapEntry, SegEntry, SegState, crc32c,
 };
 use crate::log::SeqRule;
 use crate::volume::Writer;
@@ -337,13 +337,9 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
 
     /// Whether the leaf map pages of the extent `h`'s blocks are all cached.
     fn leaves_cached(&self, h: &ItemHeader) -> bool {
-        let key = |lba: u64| PageKey {
-            lun: h.lun,
-            level: 0,
-            index: lba / FANOUT as u64,
-        };
         let last = h.lba.saturating_add(u64::from(h.blocks.max(1)) - 1);
-        self.map.is_cached(key(h.lba)) && self.map.is_cached(key(last))
+        self.map.is_cached(PageKey::leaf(h.lun, h.lba))
+            && self.map.is_cached(PageKey::leaf(h.lun, last))
     }
 
     /// The map page item `h` (either copy of a page): if its page's pointer still names it, the

@@ -74,6 +74,15 @@ pub(crate) struct PageKey {
 }
 
 impl PageKey {
+    /// The leaf page holding the entry of `lun`'s block `lba`.
+    pub const fn leaf(lun: u16, lba: u64) -> PageKey {
+        PageKey {
+            lun,
+            level: 0,
+            index: lba / FANOUT as u64,
+        }
+    }
+
     /// The page one level up whose entry points at this one.
     pub const fn parent(self) -> PageKey {
         PageKey {
@@ -475,15 +484,7 @@ impl<const P: usize> MapCache<P> {
         lun: u16,
         lba: u64,
     ) -> Result<MapEntry, IoError> {
-        let slot = self.load_page(
-            st,
-            pages,
-            PageKey {
-                lun,
-                level: 0,
-                index: lba / FANOUT as u64,
-            },
-        )?;
+        let slot = self.load_page(st, pages, PageKey::leaf(lun, lba))?;
         let at = (lba % FANOUT as u64) as usize * ENTRY_BYTES;
         Ok(MapEntry::decode(page(pages, slot)?, at))
     }
@@ -498,15 +499,7 @@ impl<const P: usize> MapCache<P> {
         lba: u64,
         e: MapEntry,
     ) -> Result<MapEntry, IoError> {
-        let slot = self.load_page(
-            st,
-            pages,
-            PageKey {
-                lun,
-                level: 0,
-                index: lba / FANOUT as u64,
-            },
-        )?;
+        let slot = self.load_page(st, pages, PageKey::leaf(lun, lba))?;
         let at = (lba % FANOUT as u64) as usize * ENTRY_BYTES;
         let pg = page(pages, slot)?;
         let old = MapEntry::decode(pg, at);

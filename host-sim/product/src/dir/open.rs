@@ -8,7 +8,7 @@ use raidcore::pool::{ImportOptions, ImportReport, OpenError, PoolConfig};
 use raidcore_hal::BlockDevice;
 
 use super::classify::{classify, newest_config, scan, scan_with};
-use super::images::{failed_member_note, is_failed_member_note};
+use super::images::{failed_image_of_slot, is_failed_member_note};
 use super::layout::{LOCK_FILE, REPLACED_DIR, list_images, read_meta};
 use super::lock::lock_dir;
 use super::{DirError, HostPool, ImageInfo, ImageRole, Members, PoolDir};
@@ -183,8 +183,8 @@ pub(crate) fn import_error(
 
 /// The images of the failed members a forced import took back fill their slots again
 /// (`order` and `guids`: each image's number and label's disk GUID, as given to the import).
-/// Only an image `classify` left out as that slot's failed member is taken: an older copy
-/// with the same GUID keeps its note.
+/// Only the image `classify` left out as that slot's failed member is taken, and only if its
+/// label names the disk the pool took back: an older copy with the same GUID keeps its note.
 fn take_back_images<D: BlockDevice>(
     images: &mut [ImageInfo],
     pool: &HostPool<D>,
@@ -203,17 +203,17 @@ fn take_back_images<D: BlockDevice>(
         else {
             continue;
         };
-        let note = failed_member_note(slot);
-        let taken = order
+        let Some(n) = failed_image_of_slot(images, slot) else {
+            continue;
+        };
+        let label = order
             .iter()
-            .zip(guids)
-            .filter(|(_, g)| **g == Some(guid))
-            .find_map(|(&n, _)| {
-                images
-                    .iter()
-                    .position(|i| i.number == n && i.note.as_deref() == Some(note.as_str()))
-            });
-        if let Some(i) = taken.and_then(|at| images.get_mut(at)) {
+            .position(|&o| o == n)
+            .and_then(|at| guids.get(at));
+        if label != Some(&Some(guid)) {
+            continue;
+        }
+        if let Some(i) = images.iter_mut().find(|i| i.number == n) {
             *i = ImageInfo::new(i.number, ImageRole::Member, Some(slot)).with_guid(guid);
         }
     }
