@@ -530,8 +530,26 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
     /// and payload. `live`: count its bytes as live in its segment. Returns its pointer.
     pub fn append(
         &mut self,
+        hdr: ItemHeader,
+        payload: &[u8],
+        live: bool,
+    ) -> Result<BlockPtr, IoError> {
+        let crc = if hdr.kind == ItemKind::Pad {
+            0
+        } else {
+            crate::format::crc32c(payload)
+        };
+        self.append_with_crc(hdr, payload, crc, live)
+    }
+
+    /// [`LogIo::append`] of an item whose payload CRC-32C the caller has already computed
+    /// (an uncompressed extent's, from its blocks' CRCs): `payload_crc` must be that of
+    /// `payload`, or the item will not check when read.
+    pub fn append_with_crc(
+        &mut self,
         mut hdr: ItemHeader,
         payload: &[u8],
+        payload_crc: u32,
         live: bool,
     ) -> Result<BlockPtr, IoError> {
         if self.pass != Pass::Live {
@@ -543,9 +561,7 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
         hdr.seq = self.log.next_item_seq;
         hdr.pool = self.log.tag;
         hdr.addr = self.log.head();
-        if hdr.kind != ItemKind::Pad {
-            hdr.payload_crc = crate::format::crc32c(payload);
-        }
+        hdr.payload_crc = payload_crc;
         let mut h = [0u8; HEADER_BYTES];
         hdr.encode(&mut h).map_err(IoError::Corrupt)?;
         self.log.next_item_seq += 1;

@@ -19,10 +19,11 @@ pub(crate) mod streams;
 
 use raidcore_hal::BlockDevice;
 
+use crate::checksum::crc32c_concat_4k;
 use crate::error::{IoError, bug};
 use crate::format::{
     BlockPtr, FLAG_CLEANER, FLAG_COMPRESSED, HEADER_BYTES, ITEM_ALIGN, ItemHeader, ItemKind,
-    LUN_BLOCK, MapEntry, PAGE_PAYLOAD, crc32c, round_up,
+    LUN_BLOCK, MAX_EXTENT_BYTES, MapEntry, PAGE_PAYLOAD, crc32c, round_up,
 };
 use crate::log::{Expect, LogIo};
 use extent::{Encoder, ExtentCache};
@@ -363,7 +364,23 @@ impl<'a, D: BlockDevice, const N: usize, const L: usize, const P: usize> Volume<
             None => data,
         };
         let stored_len = payload.len() as u32;
-        let ptr = self.io.append(hdr, payload, true)?;
+        // An uncompressed extent's map entries hold its blocks' CRCs: its payload CRC is
+        // combined from them, so the data is read once.
+        let mut block_crcs = [0u32; MAX_EXTENT_BYTES / LUN_BLOCK];
+        if blocks > block_crcs.len() || data.len() % LUN_BLOCK != 0 {
+            return Err(bug!(IoError));
+        }
+        let ptr = if compressed.is_none() {
+            // The CRC of no bytes is 0, and appending a block to it gives the block's own.
+            let mut whole = 0;
+            for (c, block) in block_crcs.iter_mut().zip(data.chunks_exact(LUN_BLOCK)) {
+                *c = crc32c(block);
+                whole = crc32c_concat_4k(whole, *c);
+            }
+            self.io.append_with_crc(hdr, payload, whole, true)?
+        } else {
+            self.io.append(hdr, payload, true)?
+        };
         let c = &mut *self.io.counters;
         match who {
             Writer::Client => {
@@ -376,14 +393,14 @@ impl<'a, D: BlockDevice, const N: usize, const L: usize, const P: usize> Volume<
         self.extents.sync(self.io.log.epoch());
         self.extents.forget(ptr.addr);
         let raw = compressed.is_none();
-        for (i, block) in data.chunks_exact(LUN_BLOCK).enumerate() {
+        for (i, &block_crc) in block_crcs.iter().take(blocks).enumerate() {
             let e = MapEntry {
                 unit: ptr.addr / ITEM_ALIGN as u64,
                 stored_len,
                 index: i as u8,
                 blocks: blocks as u8,
                 compressed: !raw,
-                crc: if raw { crc32c(block) } else { ptr.crc },
+                crc: if raw { block_crc } else { ptr.crc },
                 block_crc: raw,
                 ditto: None,
                 valid: true,
