@@ -589,6 +589,8 @@ fn a_forced_import_takes_a_member_back_and_serves_no_other_data() {
     );
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(states(&v)[1], "online", "{v}");
+    // The image taken back fills its slot, as after the forced import that writes.
+    assert_eq!(v["disks"][1]["image"], "disk1.img", "{v}");
     assert!(
         images(&dir) == before,
         "a read-only import wrote to an image"

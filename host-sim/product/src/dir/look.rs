@@ -15,7 +15,7 @@ use raidcore::raid::DiskState;
 use super::classify::{classify, newest_config, newest_of_main_pool, scan_with};
 use super::layout::{LOCK_FILE, list_images, read_meta};
 use super::lock::in_use_message;
-use super::open::{import_error, leave_out_wrong_sizes, missing_meta};
+use super::open::{import_error, leave_out_wrong_sizes, missing_meta, take_back_images};
 use super::records::{ErrorCounts, Records};
 use super::{DirError, DirMeta, HostPool, ImageInfo, image_name, image_of_slot};
 use crate::disk::FileDisk;
@@ -91,6 +91,10 @@ pub fn look_with(dir: &Path, force: bool) -> Result<Look, DirError> {
         log::warn!("{w}");
     }
     let order: Vec<usize> = found.iter().map(|f| f.number).collect();
+    let guids: Vec<Option<u64>> = found
+        .iter()
+        .map(|f| f.sb.as_ref().map(|sb| sb.disk_guid))
+        .collect();
     let files: Vec<FileDisk> = found.into_iter().map(|f| f.disk).collect();
     let mem = vec![0u8; HostPool::<FileDisk>::memory_bytes(&cfg, disks)];
     let opts = ImportOptions {
@@ -103,8 +107,10 @@ pub fn look_with(dir: &Path, force: bool) -> Result<Look, DirError> {
     let look = match HostPool::<FileDisk>::peek(files, opts, mem) {
         Ok((mut peek, report)) => {
             leave_out_wrong_sizes(&mut images, &report, &order);
+            let pool_st = peek.status();
+            take_back_images(&mut images, &pool_st, &report, &order, &guids);
             let mut st = DirStatus::from_parts(Parts {
-                st: peek.status(),
+                st: pool_st,
                 stats: peek.stats(),
                 geo: peek.geometry(),
                 luns: luns_of(peek.luns()),

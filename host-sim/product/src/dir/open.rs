@@ -4,8 +4,7 @@
 
 use std::path::Path;
 
-use raidcore::pool::{ImportOptions, ImportReport, OpenError, PoolConfig};
-use raidcore_hal::BlockDevice;
+use raidcore::pool::{ImportOptions, ImportReport, OpenError, PoolConfig, Status};
 
 use super::classify::{classify, newest_config, scan, scan_with};
 use super::images::{failed_image_of_slot, is_failed_member_note};
@@ -103,7 +102,7 @@ impl<M: Members> PoolDir<M> {
         let (pool, import) = HostPool::import(disks_in_order, opts, mem)
             .map_err(|e| import_error(e, &images, force, members.read_only()))?;
         leave_out_wrong_sizes(&mut images, &import, &order);
-        take_back_images(&mut images, &pool, &import, &order, &guids);
+        take_back_images(&mut images, &pool.status(), &import, &order, &guids);
         let (records, watch) = Self::start_records(dir, &pool);
         Ok(PoolDir {
             dir: dir.to_path_buf(),
@@ -185,14 +184,14 @@ pub(crate) fn import_error(
 /// (`order` and `guids`: each image's number and label's disk GUID, as given to the import).
 /// Only the image `classify` left out as that slot's failed member is taken, and only if its
 /// label names the disk the pool took back: an older copy with the same GUID keeps its note.
-fn take_back_images<D: BlockDevice>(
+/// `st` is the status of the pool (or the peek) the import made.
+pub(crate) fn take_back_images(
     images: &mut [ImageInfo],
-    pool: &HostPool<D>,
+    st: &Status,
     import: &ImportReport,
     order: &[usize],
     guids: &[Option<u64>],
 ) {
-    let st = pool.status();
     for &slot in &import.forced {
         let slot = usize::from(slot);
         let Some(guid) = st
