@@ -112,7 +112,14 @@ impl DirStatus {
         );
         let mut actions = Vec::new();
         if self.spares > 0 && self.rebuild.is_none() {
-            actions.push("A hot spare takes a failed slot at the pool's next write.".to_string());
+            // A read-only server never writes, so its spare waits for a writable one.
+            actions.push(if self.read_only {
+                "A hot spare takes a failed slot at the pool's first write once it is served \
+                 writable."
+                    .to_string()
+            } else {
+                "A hot spare takes a failed slot at the pool's next write.".to_string()
+            });
         }
         if !back.is_empty() {
             actions.push(format!(
