@@ -23,6 +23,8 @@ pub(crate) const RAW_SLOTS: usize = 8;
 pub(crate) struct Encoder {
     table: lz4_flex::block::CompressTable,
     compression: bool,
+    /// The last unit compressed (the next is tried whole, without a sample first).
+    last_kept: bool,
     /// Bytes of the unit extents are compressed in (the pool's `compress_unit_blocks`).
     unit: usize,
 }
@@ -47,6 +49,7 @@ impl Encoder {
                 lz4_flex::block::CompressTable::large()
             },
             compression,
+            last_kept: false,
             unit,
         }
     }
@@ -63,18 +66,26 @@ impl Encoder {
 
     /// Compresses `data` into `out` when that pays; returns the compressed length.
     ///
-    /// Early abort: LZ4 first compresses a sample of the unit, [`PROBE_PIECE`] bytes of every
-    /// [`PROBE_STRIDE`] gathered into `out` (an eighth of it, spread so that a block half full
-    /// of zeros or text still shows), and the unit is stored raw without trying it whole when
-    /// the sample saves nothing (encrypted, already compressed or random data). LZ4 on such a
-    /// unit cost as much as the rest of the write; the sample costs an eighth of that, and an
-    /// eighth more on a unit that goes on to compress (the figures are in docs/figures.md).
+    /// Early abort: after a unit that was stored raw, LZ4 first compresses a sample of the
+    /// next, [`PROBE_PIECE`] bytes of every [`PROBE_STRIDE`] gathered into `out` (an eighth of
+    /// it, spread so that a block half full of zeros or text still shows), and the unit is
+    /// stored raw without trying it whole when the sample saves nothing (encrypted, already
+    /// compressed or random data). LZ4 on such a unit cost as much as the rest of the write;
+    /// the sample costs an eighth of that. After a unit that compressed there is no sample, so
+    /// compressible data pays nothing for it (the figures are in docs/figures.md).
     pub fn compress(&mut self, data: &[u8], out: &mut [u8]) -> Option<usize> {
         if !self.compression {
             return None;
         }
+        let kept = self.compress_unit(data, out);
+        self.last_kept = kept.is_some();
+        kept
+    }
+
+    /// [`Encoder::compress`] without the bookkeeping.
+    fn compress_unit(&mut self, data: &[u8], out: &mut [u8]) -> Option<usize> {
         let sample = data.len() / PROBE_STRIDE * PROBE_PIECE;
-        if sample > 0 {
+        if sample > 0 && !self.last_kept {
             let (probe, rest) = out.split_at_mut_checked(sample)?;
             for (dst, src) in probe
                 .chunks_exact_mut(PROBE_PIECE)
