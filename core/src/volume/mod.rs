@@ -367,7 +367,7 @@ impl<'a, D: BlockDevice, const N: usize, const L: usize, const P: usize> Volume<
         // An uncompressed extent's map entries hold its blocks' CRCs: its payload CRC is
         // combined from them, so the data is read once.
         let mut block_crcs = [0u32; MAX_EXTENT_BYTES / LUN_BLOCK];
-        if blocks > block_crcs.len() || data.len() % LUN_BLOCK != 0 {
+        if blocks > block_crcs.len() || !data.len().is_multiple_of(LUN_BLOCK) {
             return Err(bug!(IoError));
         }
         let ptr = if compressed.is_none() {
