@@ -19,9 +19,13 @@ pub(crate) const PROBE_STRIDE: usize = 512;
 /// Decoded extents kept for reads (at most; fewer with fewer streams).
 pub(crate) const RAW_SLOTS: usize = 8;
 
-/// The extent encoder: LZ4's hash table, reused from extent to extent.
+/// The extent encoder. LZ4's hash table is not kept here but made on the stack by each call
+/// (`lz4_flex::block::compress_into`: 8 KiB for inputs under 64 KiB, 16 KiB above): a kept
+/// table is cleared before each use anyway, so it saved no work, and it made the pool value
+/// 16 KiB larger, which every move of the pool (import returns it through three results)
+/// paid in stack.
+#[derive(Debug)]
 pub(crate) struct Encoder {
-    table: lz4_flex::block::CompressTable,
     compression: bool,
     /// The last unit compressed (the next is tried whole, without a sample first).
     last_kept: bool,
@@ -29,28 +33,14 @@ pub(crate) struct Encoder {
     unit: usize,
 }
 
-impl core::fmt::Debug for Encoder {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("Encoder")
-            .field("compression", &self.compression)
-            .finish_non_exhaustive()
-    }
-}
-
 impl Encoder {
     /// An encoder for extents of at most `max_extent_bytes`, compressed in units of
     /// `unit_bytes` (a multiple of 4 KiB); `compression` off stores every extent raw.
     pub fn new(compression: bool, max_extent_bytes: usize, unit_bytes: usize) -> Self {
-        let unit = unit_bytes.clamp(LUN_BLOCK, max_extent_bytes.max(LUN_BLOCK));
         Encoder {
-            table: if unit < 65535 {
-                lz4_flex::block::CompressTable::small()
-            } else {
-                lz4_flex::block::CompressTable::large()
-            },
             compression,
             last_kept: false,
-            unit,
+            unit: unit_bytes.clamp(LUN_BLOCK, max_extent_bytes.max(LUN_BLOCK)),
         }
     }
 
@@ -93,12 +83,12 @@ impl Encoder {
             {
                 dst.copy_from_slice(src.get(..PROBE_PIECE)?);
             }
-            let n = lz4_flex::block::compress_into_with_table(probe, rest, &mut self.table).ok()?;
+            let n = lz4_flex::block::compress_into(probe, rest).ok()?;
             if n >= sample {
                 return None;
             }
         }
-        let n = lz4_flex::block::compress_into_with_table(data, out, &mut self.table).ok()?;
+        let n = lz4_flex::block::compress_into(data, out).ok()?;
         let raw_item = round_up(HEADER_BYTES + data.len(), ITEM_ALIGN);
         let item = round_up(HEADER_BYTES + n, ITEM_ALIGN);
         // Keep only if it saves >= 12.5 % of the payload and at least one 512-byte sector.
