@@ -5,8 +5,8 @@
 //! firmware's.
 //!
 //! RAM of this configuration (board/README.md has the whole budget): the arena,
-//! [`ARENA_BYTES`] (149 KiB); the `Pool` value itself (about 27 KiB, 16 KiB of it LZ4's hash
-//! table); the stack of `Pool::import` / `Pool::create` at boot; the SD driver's 4 KiB chunk
+//! [`ARENA_BYTES`] (149 KiB); the `Pool` value itself (about 9 KiB; LZ4's 16 KiB hash table
+//! is on the stack of a write); the stack of `Pool::import` / `Pool::create` at boot; the SD driver's 4 KiB chunk
 //! buffer; the SCSI front end's 4 KiB block buffer.
 //!
 //! Why four members and not six: each member costs 16 KiB of the arena's array scratch

@@ -23,7 +23,7 @@
 //! ## RAM (264 KiB)
 //! Static: the pool's arena (`pico::ARENA_BYTES`), the SCSI target's 4 KiB block buffer, the
 //! USB stack and defmt's RTT buffer; CI prints the image's `.data` + `.bss` and the stack room
-//! left. The pool value (27 KiB) lives in `main`'s frame. The stack's high-water mark is
+//! left. The pool value (9 KiB) lives in `main`'s frame. The stack's high-water mark is
 //! logged once a minute.
 #![no_std]
 #![no_main]
@@ -363,7 +363,7 @@ fn usb(
 type Disks = heapless::Vec<Disk, { pico::MEMBERS + pico::SPARES }>;
 
 /// `Pool::import` in a frame of its own, its result written straight into the caller's slot
-/// (`main`'s frame: a second copy of the 27 KiB pool value would not fit).
+/// (`main`'s frame): the pool value is not copied again there.
 #[inline(never)]
 fn import(disks: Disks, arena: &'static mut [u8]) -> Result<(FwPool, ImportReport), OpenError> {
     let opts = ImportOptions {
