@@ -2,7 +2,8 @@
 # Footprint checks of the board (issue 22), run by .ci/run:
 #
 #   bash board/footprint.sh text       .text of raidcore + raidcore-hal + raidcore-board on
-#                                      thumbv7em-none-eabihf (release, no features; the sum of
+#                                      thumbv7em-none-eabihf (release, no features, one codegen
+#                                      unit as the firmware images are built; the sum of
 #                                      `.text*` sections in their rlibs, as core/footprint.sh
 #                                      counts the core): fails above 64 KiB.
 #   bash board/footprint.sh frames ELF NAME...
@@ -55,8 +56,10 @@ section_sum() { # file, awk regex of section names -> sum of their sizes
 case "${1:-}" in
 text)
   dir=${CARGO_TARGET_DIR:-target}/footprint-board
-  CARGO_TARGET_DIR="$dir" cargo build -q --release -p raidcore-hal -p raidcore -p raidcore-board \
-    --target thumbv7em-none-eabihf
+  # With the workspace's 4 codegen units each unit kept its own copies of generic code, and
+  # the sum moved by kilobytes when a change elsewhere repartitioned them.
+  CARGO_PROFILE_RELEASE_CODEGEN_UNITS=1 CARGO_TARGET_DIR="$dir" cargo build -q --release \
+    -p raidcore-hal -p raidcore -p raidcore-board --target thumbv7em-none-eabihf
   total=0
   for lib in raidcore_hal raidcore raidcore_board; do
     n=$(section_sum "$dir/thumbv7em-none-eabihf/release/lib$lib.rlib" '^\.text')

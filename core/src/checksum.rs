@@ -207,10 +207,19 @@ impl Crc32c {
 /// blocks' CRCs instead of a second pass over the data.
 #[must_use]
 pub fn crc32c_concat_4k(crc_a: u32, crc_b: u32) -> u32 {
-    // Column i of the matrix is the image of bit i: XOR the columns of the bits set in `crc_a`.
-    SHIFT_4K.iter().enumerate().fold(crc_b, |r, (i, col)| {
-        r ^ (col & 0u32.wrapping_sub((crc_a >> i) & 1))
-    })
+    // Column i of the matrix is the image of bit i: XOR the columns of the bits set in `crc_a`
+    // (a loop that ends with the bits: unrolled, it cost 456 bytes of Cortex-M flash).
+    let (mut r, mut bits) = (crc_b, crc_a);
+    for col in &SHIFT_4K {
+        if bits == 0 {
+            break;
+        }
+        if bits & 1 != 0 {
+            r ^= col;
+        }
+        bits >>= 1;
+    }
+    r
 }
 
 /// The operator of [`crc32c_concat_4k`].

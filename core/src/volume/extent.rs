@@ -77,23 +77,27 @@ impl Encoder {
         let sample = data.len() / PROBE_STRIDE * PROBE_PIECE;
         if sample > 0 && !self.last_kept {
             let (probe, rest) = out.split_at_mut_checked(sample)?;
-            for (dst, src) in probe
-                .chunks_exact_mut(PROBE_PIECE)
-                .zip(data.chunks_exact(PROBE_STRIDE))
-            {
-                dst.copy_from_slice(src.get(..PROBE_PIECE)?);
+            for (k, dst) in probe.chunks_exact_mut(PROBE_PIECE).enumerate() {
+                let at = k * PROBE_STRIDE;
+                dst.copy_from_slice(data.get(at..at + PROBE_PIECE)?);
             }
-            let n = lz4_flex::block::compress_into(probe, rest).ok()?;
-            if n >= sample {
+            if lz4(probe, rest)? >= sample {
                 return None;
             }
         }
-        let n = lz4_flex::block::compress_into(data, out).ok()?;
+        let n = lz4(data, out)?;
         let raw_item = round_up(HEADER_BYTES + data.len(), ITEM_ALIGN);
         let item = round_up(HEADER_BYTES + n, ITEM_ALIGN);
         // Keep only if it saves >= 12.5 % of the payload and at least one 512-byte sector.
         (n * 8 <= data.len() * 7 && item + SECTOR <= raw_item).then_some(n)
     }
+}
+
+/// LZ4 block compression of `input` into `out`; `None` when `out` is too small. One copy of
+/// `lz4_flex`'s inlined body for both of [`Encoder::compress`]'s calls (flash on Cortex-M).
+#[inline(never)]
+fn lz4(input: &[u8], out: &mut [u8]) -> Option<usize> {
+    lz4_flex::block::compress_into(input, out).ok()
 }
 
 /// Decodes the extent `h` whose checked payload is `payload` into `out` (its raw length),
