@@ -1064,11 +1064,16 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
     /// [`Pool::usable_bytes`]; [`LunError::Io`] as for a write (the size is unchanged).
     pub fn resize_lun(&mut self, lun: u16, blocks: u64) -> Result<(), LunError> {
         let old = self.luns.live(lun).map_err(|_| LunError::NoSuchLun)?.blocks;
-        if blocks == 0 || blocks.saturating_mul(LUN_BLOCK as u64) > self.usable_bytes() {
+        if blocks == 0 {
             return Err(LunError::BadSize);
         }
         if blocks == old {
             return Ok(());
+        }
+        // Only growth is bounded: a pool imported with a larger reserve has less usable space
+        // than its LUNs were made with, and shrinking them must stay possible.
+        if blocks > old && blocks.saturating_mul(LUN_BLOCK as u64) > self.usable_bytes() {
+            return Err(LunError::BadSize);
         }
         let r = self.resize_blocks(lun, old, blocks);
         self.settled(r).map_err(LunError::Io)

@@ -120,6 +120,42 @@ fn bad_input_is_refused() {
     assert_eq!(p.create_lun("huge", 1 << 40), Err(LunError::BadSize));
 }
 
+/// A LUN made at the whole usable size, on a pool imported again with a larger cleaner
+/// reserve (less usable space): resizing it to its own size is nothing, shrinking it works,
+/// growing it is refused.
+#[test]
+fn a_lun_above_the_usable_size_after_import_can_shrink() {
+    let mut p = new_pool(cfg(), 6, 40_000);
+    let blocks = p.usable_bytes() / 4096;
+    let lun = p.create_lun("a", blocks).unwrap();
+    p.write(lun, 0, &block(1), false).unwrap();
+    p.flush().unwrap();
+    let (members, spares, mem) = p.into_parts();
+    let all: Vec<RamDisk> = members.into_iter().flatten().chain(spares).collect();
+    let c = PoolConfig {
+        cleaner_reserve: cfg().cleaner_reserve + 8,
+        ..cfg()
+    };
+    let opts = ImportOptions {
+        config: c,
+        skip_refused: false,
+        force: false,
+        rewind: false,
+    };
+    let (mut p, _) = TestPool::import(all, opts, mem).unwrap();
+    assert!(
+        p.usable_bytes() / 4096 < blocks,
+        "the reserve shrank usable space"
+    );
+    assert_eq!(p.resize_lun(lun, blocks), Ok(()));
+    assert_eq!(p.resize_lun(lun, blocks + 1), Err(LunError::BadSize));
+    assert_eq!(p.resize_lun(lun, blocks - 1), Ok(()));
+    assert_eq!(p.luns().next().map(|l| l.blocks), Some(blocks - 1));
+    let mut buf = vec![0u8; 4096];
+    p.read(lun, 0, &mut buf).unwrap();
+    assert_eq!(buf, block(1));
+}
+
 #[test]
 fn resize_lun_trims_the_tail_and_grows_with_zeros() {
     let mut p = new_pool(cfg(), 6, 40_000);
