@@ -175,6 +175,23 @@ impl<D: BlockDevice, const N: usize, const L: usize> LogPages<'_, '_, D, N, L> {
     }
 }
 
+/// The CRC-32C of each 4 KiB block of `data` into `crcs` (for the map entries of an
+/// uncompressed extent), and returns that of the whole, combined from them
+/// ([`crc32c_concat_4k`]) so the data is read once. A `data` longer than `crcs` can hold or not
+/// of whole blocks is a bug.
+fn block_crcs_of(data: &[u8], crcs: &mut [u32]) -> Result<u32, IoError> {
+    if data.len() > crcs.len() * LUN_BLOCK || !data.len().is_multiple_of(LUN_BLOCK) {
+        return Err(bug!(IoError));
+    }
+    // The CRC of no bytes is 0, and appending a block to it gives the block's own.
+    let mut whole = 0;
+    for (c, block) in crcs.iter_mut().zip(data.chunks_exact(LUN_BLOCK)) {
+        *c = crc32c(block);
+        whole = crc32c_concat_4k(whole, *c);
+    }
+    Ok(whole)
+}
+
 impl<'a, D: BlockDevice, const N: usize, const L: usize, const P: usize> Volume<'a, D, N, L, P> {
     /// The map cache, its page store and its slice, for one call.
     fn parts(&mut self) -> (&mut MapCache<P>, LogPages<'_, 'a, D, N, L>, &mut [u8]) {
@@ -364,19 +381,9 @@ impl<'a, D: BlockDevice, const N: usize, const L: usize, const P: usize> Volume<
             None => data,
         };
         let stored_len = payload.len() as u32;
-        // An uncompressed extent's map entries hold its blocks' CRCs: its payload CRC is
-        // combined from them, so the data is read once.
         let mut block_crcs = [0u32; MAX_EXTENT_BYTES / LUN_BLOCK];
-        if blocks > block_crcs.len() || !data.len().is_multiple_of(LUN_BLOCK) {
-            return Err(bug!(IoError));
-        }
         let ptr = if compressed.is_none() {
-            // The CRC of no bytes is 0, and appending a block to it gives the block's own.
-            let mut whole = 0;
-            for (c, block) in block_crcs.iter_mut().zip(data.chunks_exact(LUN_BLOCK)) {
-                *c = crc32c(block);
-                whole = crc32c_concat_4k(whole, *c);
-            }
+            let whole = block_crcs_of(data, &mut block_crcs)?;
             self.io.append_with_crc(hdr, payload, whole, true)?
         } else {
             self.io.append(hdr, payload, true)?
