@@ -130,19 +130,11 @@ fn a_lun_above_the_usable_size_after_import_can_shrink() {
     let lun = p.create_lun("a", blocks).unwrap();
     p.write(lun, 0, &block(1), false).unwrap();
     p.flush().unwrap();
-    let (members, spares, mem) = p.into_parts();
-    let all: Vec<RamDisk> = members.into_iter().flatten().chain(spares).collect();
     let c = PoolConfig {
         cleaner_reserve: cfg().cleaner_reserve + 8,
         ..cfg()
     };
-    let opts = ImportOptions {
-        config: c,
-        skip_refused: false,
-        force: false,
-        rewind: false,
-    };
-    let (mut p, _) = TestPool::import(all, opts, mem).unwrap();
+    let (mut p, _) = reimport_with(p, c);
     assert!(
         p.usable_bytes() / 4096 < blocks,
         "the reserve shrank usable space"
