@@ -82,7 +82,7 @@ pub struct SimCreateArgs {
     /// The pool's options.
     #[command(flatten)]
     pub pool: CreateArgs,
-    /// Device model of the disks: memory, hdd10k, ssd, nvme or sd.
+    /// Device model of the disks: memory, hdd10k, ssd, nvme, sd or nvram.
     #[arg(long, value_parser = model_arg, default_value = "memory")]
     pub model: ModelKind,
 }
@@ -145,7 +145,7 @@ pub struct RunArgs {
     /// Size of each LUN.
     #[arg(long, value_parser = size_arg, default_value = "16M")]
     pub lun_size: u64,
-    /// Device model: memory, hdd10k, ssd, nvme or sd.
+    /// Device model: memory, hdd10k, ssd, nvme, sd or nvram.
     #[arg(long, value_parser = model_arg, default_value = "hdd10k")]
     pub model: ModelKind,
     /// Block content: `real` (files of this machine) or `synthetic:<percent compressible>`.

@@ -28,7 +28,7 @@ pub type SimPool = HostPool<SimMember>;
 pub type DirPool = PoolDir<SimMembers>;
 
 /// Parses a device model name: the names of [`ModelKind`] and the short forms `memory`
-/// (no latency), `ssd`, `nvme`, `sd`.
+/// (no latency), `ssd`, `nvme`, `sd` (`nvram` has no short form).
 pub fn parse_model(s: &str) -> Result<ModelKind, String> {
     match s.to_ascii_lowercase().as_str() {
         "memory" | "mem" | "instant" | "none" => Ok(ModelKind::Instant),
@@ -36,13 +36,14 @@ pub fn parse_model(s: &str) -> Result<ModelKind, String> {
         "ssd" | "sata-ssd" => Ok(ModelKind::SataSsd),
         "nvme" | "nvme-ssd" => Ok(ModelKind::NvmeSsd),
         "sd" | "sd-card" => Ok(ModelKind::SdCard),
+        "nvram" => Ok(ModelKind::Nvram),
         _ => Err(format!(
-            "unknown device model {s:?} (expected memory, hdd10k, ssd, nvme or sd)"
+            "unknown device model {s:?} (expected memory, hdd10k, ssd, nvme, sd or nvram)"
         )),
     }
 }
 
-/// The command-line name of a model (`memory`, `hdd10k`, `ssd`, `nvme`, `sd`).
+/// The command-line name of a model (`memory`, `hdd10k`, `ssd`, `nvme`, `sd`, `nvram`).
 #[must_use]
 pub const fn model_name(m: ModelKind) -> &'static str {
     match m {
@@ -51,6 +52,7 @@ pub const fn model_name(m: ModelKind) -> &'static str {
         ModelKind::SataSsd => "ssd",
         ModelKind::NvmeSsd => "nvme",
         ModelKind::SdCard => "sd",
+        ModelKind::Nvram => "nvram",
     }
 }
 

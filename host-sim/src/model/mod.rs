@@ -14,13 +14,16 @@
 //! | [`Flash::sata_ssd`] | 960 GB enterprise SATA SSD | Kingston DC600M 960 GB specifications |
 //! | [`Flash::nvme_ssd`] | 2 TB enterprise NVMe SSD | Intel SSD DC P4500 2.0 TB (Lenovo product guide) |
 //! | [`Flash::sd_card`] | SD card marked Class 10 + A1 | SD Association speed and application performance classes |
+//! | [`Nvram::pcie_card`] | 8 GB PCIe NVRAM card (intent-log / SLOG device) | Radian RMS-200 class: PCIe Gen3 x8 (Radian RMS-325 data sheet); 2 µs per command assumed |
 
 mod flash;
 mod hdd;
+mod nvram;
 mod timed;
 
 pub use flash::{Flash, FlashParams};
 pub use hdd::{Hdd10k, HddParams};
+pub use nvram::{Nvram, NvramParams};
 pub use timed::{DEFAULT_TIMEOUT_NS, DiskStats, Slowdown, TimedDisk, TimingHandle};
 
 use core::fmt;
@@ -97,6 +100,8 @@ pub enum AnyModel {
     Hdd(Hdd10k),
     /// A flash device (SSD or SD card).
     Flash(Flash),
+    /// An NVRAM card.
+    Nvram(Nvram),
     /// No time at all.
     Instant,
 }
@@ -106,6 +111,7 @@ impl DeviceModel for AnyModel {
         match self {
             AnyModel::Hdd(m) => m.service(op, start_ns),
             AnyModel::Flash(m) => m.service(op, start_ns),
+            AnyModel::Nvram(m) => m.service(op, start_ns),
             AnyModel::Instant => Service::default(),
         }
     }
@@ -123,8 +129,14 @@ impl From<Flash> for AnyModel {
     }
 }
 
+impl From<Nvram> for AnyModel {
+    fn from(m: Nvram) -> Self {
+        AnyModel::Nvram(m)
+    }
+}
+
 /// The named models, e.g. for a command-line option (`hdd10k`, `sata-ssd`, `nvme-ssd`,
-/// `sd-card`, `instant`).
+/// `sd-card`, `nvram`, `instant`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ModelKind {
     /// [`Hdd10k::new`].
@@ -135,17 +147,20 @@ pub enum ModelKind {
     NvmeSsd,
     /// [`Flash::sd_card`].
     SdCard,
+    /// [`Nvram::pcie_card`].
+    Nvram,
     /// [`Instant`].
     Instant,
 }
 
 impl ModelKind {
     /// Every kind, in a fixed order.
-    pub const ALL: [ModelKind; 5] = [
+    pub const ALL: [ModelKind; 6] = [
         ModelKind::Hdd10k,
         ModelKind::SataSsd,
         ModelKind::NvmeSsd,
         ModelKind::SdCard,
+        ModelKind::Nvram,
         ModelKind::Instant,
     ];
 
@@ -157,6 +172,7 @@ impl ModelKind {
             ModelKind::SataSsd => AnyModel::Flash(Flash::sata_ssd()),
             ModelKind::NvmeSsd => AnyModel::Flash(Flash::nvme_ssd()),
             ModelKind::SdCard => AnyModel::Flash(Flash::sd_card()),
+            ModelKind::Nvram => AnyModel::Nvram(Nvram::pcie_card()),
             ModelKind::Instant => AnyModel::Instant,
         }
     }
@@ -169,6 +185,7 @@ impl ModelKind {
             ModelKind::SataSsd => "sata-ssd",
             ModelKind::NvmeSsd => "nvme-ssd",
             ModelKind::SdCard => "sd-card",
+            ModelKind::Nvram => "nvram",
             ModelKind::Instant => "instant",
         }
     }
@@ -188,7 +205,7 @@ impl fmt::Display for UnknownModel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "unknown device model {:?} (expected hdd10k, sata-ssd, nvme-ssd, sd-card or instant)",
+            "unknown device model {:?} (expected hdd10k, sata-ssd, nvme-ssd, sd-card, nvram or instant)",
             self.0
         )
     }
