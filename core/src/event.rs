@@ -107,6 +107,12 @@ pub enum Event {
         /// Blocks that could not be repaired.
         unrepairable: u64,
     },
+    /// The dedicated intent-log device failed: the intent log is on the members again (nothing
+    /// was lost: the flush that found it failed logged the open stripe there).
+    LogDeviceFailed {
+        /// The error kind that failed it.
+        kind: ErrorKind,
+    },
     /// The pool's health changed.
     HealthChanged {
         /// 0 online, 1 degraded, 2 faulted.

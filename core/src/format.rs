@@ -32,8 +32,9 @@ use crate::raid::{DiskState, Geometry};
 /// hold flush marks, not ring records; 5: 64-byte headers are sealed with [`header_crc`], not
 /// CRC32C; 6: map entries of uncompressed extents carry their own block's CRC32C,
 /// [`MapEntry::block_crc`]; 7: metadata items (map pages, tables) are written twice, and their
-/// pointers name both copies, [`BlockPtr::ditto`].)
-pub const FORMAT_VERSION: u16 = 7;
+/// pointers name both copies, [`BlockPtr::ditto`]; 8: superblocks name the pool's dedicated
+/// intent-log device, [`Superblock::log_device`], and a disk may have [`Role::Log`].)
+pub const FORMAT_VERSION: u16 = 8;
 /// Magic of a superblock ("RCSUPER1").
 pub const SUPER_MAGIC: u64 = u64::from_le_bytes(*b"RCSUPER1");
 /// Magic of a checkpoint root ("RCROOT01").
@@ -666,6 +667,9 @@ pub enum Role {
     Member(u8),
     /// Hot spare.
     Spare,
+    /// The pool's dedicated intent-log device (a SLOG): holds intent-log records and flush
+    /// marks, never stripes.
+    Log,
 }
 
 /// One member slot as the pool configuration records it.
@@ -716,6 +720,9 @@ pub struct Superblock {
     pub members: Vec<MemberRecord, 32>,
     /// GUIDs of the hot spares.
     pub spares: Vec<u64, 32>,
+    /// The dedicated intent-log device, if the pool has one: its GUID, and `Failed` once it
+    /// failed (the pool then logs on its members, and import does not wait for it).
+    pub log_device: Option<MemberRecord>,
 }
 
 /// Encodes a postcard structure into a slot: `[len u32][crc u32][bytes]`.
@@ -1370,6 +1377,10 @@ mod tests {
             },
             members,
             spares: Vec::new(),
+            log_device: Some(MemberRecord {
+                guid: 200,
+                state: DiskState::Online,
+            }),
         };
         let mut slot = [0u8; SLOT_BYTES];
         sb.encode(&mut slot).unwrap();

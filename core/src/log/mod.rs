@@ -18,6 +18,7 @@ mod mixed;
 pub(crate) mod read;
 pub(crate) mod replay;
 pub(crate) mod segments;
+pub(crate) mod slog;
 pub(crate) mod zil;
 
 use heapless::{Deque, Vec};
@@ -114,6 +115,8 @@ pub(crate) struct LogIo<'a, D, const N: usize> {
     pub pass: Pass,
     /// Set only while a mixed read ([`LogIo::read_mixed`]) attempts a plan.
     pub plan: Option<mixed::Plan>,
+    /// The pool's dedicated intent-log device, if it has one.
+    pub slog: Option<&'a mut slog::LogDevice<D>>,
 }
 
 impl Log {
@@ -241,6 +244,12 @@ impl Log {
     /// Whether bytes of the open stripe are not in the intent log yet.
     pub const fn open_bytes_unlogged(&self) -> bool {
         self.fill > self.zil_done
+    }
+
+    /// Forgets which of the open stripe's bytes intent-log records hold: the next flush logs
+    /// them all again (the device that held the records leaves the pool).
+    pub fn relog_open_stripe(&mut self) {
+        self.zil_done = 0;
     }
 
     /// Whether the log writes into the last segment of its window while a checkpoint would

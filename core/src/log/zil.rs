@@ -24,15 +24,16 @@
 //! stripe instead (pad + full-stripe write).
 
 use heapless::Vec;
-use raidcore_hal::BlockDevice;
+use raidcore_hal::{BlockDevice, ErrorKind};
 
 use super::LogIo;
 use super::replay::Replay;
+use super::slog::ON_LOG_DEVICE;
 use crate::error::{IoError, bug};
 use crate::format::{
     FLUSH_MARK_SLOTS, FlushMark, HEADER_BYTES, ROOT_SLOTS, SECTOR, SLOT_BYTES, ZilHeader,
 };
-use crate::raid::DiskSet;
+use crate::raid::{ArrayError, DiskSet};
 
 /// Records one stripe may collect before a flush seals it instead.
 pub(crate) const MAX_RECORDS_PER_STRIPE: u32 = 32;
@@ -42,6 +43,7 @@ pub(crate) const MAX_COPIES: usize = 4;
 /// A verified intent-log record found at import.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ZilRef {
+    /// Member slot, or [`ON_LOG_DEVICE`].
     pub disk: u8,
     /// First ring slot of the record.
     pub slot: u32,
@@ -69,7 +71,7 @@ const fn zil_lba(block_bytes: usize, slot: u32) -> u64 {
     (2 + ROOT_SLOTS as u64 + slot as u64) * per
 }
 
-/// Intent-log ring state of one member.
+/// Intent-log ring state of one member (or of the log device).
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct ZilRing {
     /// Next slot to write (0-based within the ring).
@@ -78,10 +80,36 @@ pub(crate) struct ZilRing {
     pub used: u32,
 }
 
+impl ZilRing {
+    /// Where a record of `slots` slots would start in a ring of `ring` slots (0 when it
+    /// wraps), if the ring has room for it.
+    fn place(self, slots: u32, ring: u32) -> Option<u32> {
+        let (start, waste) = if self.head + slots > ring {
+            (0, ring.saturating_sub(self.head))
+        } else {
+            (self.head, 0)
+        };
+        (self.used + waste + slots <= ring).then_some(start)
+    }
+
+    /// Takes the slots of a record of `slots` slots written at `start` ([`Self::place`]).
+    fn take(&mut self, start: u32, slots: u32, ring: u32) {
+        let waste = if start == 0 && self.head != 0 {
+            ring.saturating_sub(self.head)
+        } else {
+            0
+        };
+        self.used += waste + slots;
+        self.head = (start + slots) % ring.max(1);
+    }
+}
+
 /// The intent log: every member's ring, the record and flush-mark sequence numbers.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct IntentLog {
     rings: [ZilRing; 32],
+    /// The dedicated log device's ring.
+    slog_ring: ZilRing,
     record_seq: u64,
     /// The member the next record's copies start from (round robin).
     rr: usize,
@@ -98,6 +126,7 @@ impl IntentLog {
         for r in &mut self.rings {
             r.used = 0;
         }
+        self.slog_ring.used = 0;
     }
 }
 
@@ -121,10 +150,11 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
     /// alternate between the [`FLUSH_MARK_SLOTS`] slots so a torn write leaves the previous
     /// one. A member that fails the write or the flush is failed like any other; the mark is
     /// then on fewer members (import without one reads like before: roll-forward ends at the
-    /// first item it cannot read).
+    /// first item it cannot read). A pool with a working log device writes the mark there
+    /// instead (one write, one device flush).
     pub fn write_flush_mark(&mut self) -> Result<(), IoError> {
         let copies = self.zil_copies();
-        self.write_mark(copies)
+        self.write_mark(copies, true)
     }
 
     /// After a checkpoint's root is durable (at a clean stop): a [`FlushMark`] at the log
@@ -135,18 +165,20 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
     /// short.
     pub fn write_checkpoint_mark(&mut self) -> Result<(), IoError> {
         let all = self.array.geometry().disks();
-        self.write_mark(all)
+        self.write_mark(all, false)
     }
 
     /// Whether a flush mark at or past stripe `min_stripe_seq` is on any member (read-only
     /// look; later marks are numbered after it).
-    pub fn marked_since(&mut self, min_stripe_seq: u64) -> Result<bool, IoError> {
-        Ok(self.newest_mark(min_stripe_seq)?.is_some())
+    pub fn marked_since(&mut self, min_stripe_seq: u64) -> bool {
+        self.newest_mark(min_stripe_seq).is_some()
     }
 
-    /// Writes a mark naming the position now durable to `copies` writable members taken in
-    /// turn and flushes them ([`Self::write_flush_mark`]).
-    fn write_mark(&mut self, copies: usize) -> Result<(), IoError> {
+    /// Writes a mark naming the position now durable and makes it durable: on the log device
+    /// when the pool has one that works (a flush mark is intent-log state, and the device is
+    /// where a flush waits least), else on `copies` writable members taken in turn
+    /// ([`Self::write_flush_mark`]). `log_device`: the log device may take it.
+    fn write_mark(&mut self, copies: usize, log_device: bool) -> Result<(), IoError> {
         let at = (self.log.stripe_seq, self.log.zil_done as u32);
         if self.log.zil.marked == Some(at) {
             return Ok(());
@@ -159,14 +191,47 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
             durable: at.1,
             mark_seq,
         };
-        let lba = self.zil_lba(self.zil_ring_slots() + (mark_seq % 2) as u32);
+        let mark_slot = self.zil_ring_slots() + (mark_seq % 2) as u32;
         let slot = self.item.get_mut(..SLOT_BYTES).ok_or(bug!(IoError))?;
         slot.fill(0);
         mark.encode(slot).map_err(IoError::Corrupt)?;
-        // As many copies as intent-log records get, on members taken in turn.
+        self.log.zil.mark_seq = mark_seq.wrapping_add(1);
+        let on_device = log_device && self.mark_on_log_device(mark_slot);
+        if !on_device && !self.mark_on_members(mark_seq, mark_slot, copies)? {
+            // No copy durable: the flush is not acknowledged.
+            return Err(IoError::Faulted);
+        }
+        self.log.zil.marked = Some(at);
+        Ok(())
+    }
+
+    /// Writes the mark in the item buffer to the log device's mark slot `mark_slot` and flushes
+    /// it; false when the pool has no working log device or it failed now (the members then
+    /// take the mark).
+    fn mark_on_log_device(&mut self, mark_slot: u32) -> bool {
+        let Some(dev) = self.slog.as_deref_mut().filter(|d| d.online()) else {
+            return false;
+        };
+        let Some(slot) = self.item.get(..SLOT_BYTES) else {
+            return false;
+        };
+        dev.write(zil_lba(dev.block_bytes(), mark_slot), slot)
+            .is_ok()
+            && dev.flush().is_ok()
+    }
+
+    /// Writes the mark in the item buffer to `copies` writable members taken in turn from
+    /// `mark_seq` and flushes them; false when no copy became durable.
+    fn mark_on_members(
+        &mut self,
+        mark_seq: u64,
+        mark_slot: u32,
+        copies: usize,
+    ) -> Result<bool, IoError> {
+        let lba = self.zil_lba(mark_slot);
+        let slot = self.item.get(..SLOT_BYTES).ok_or(bug!(IoError))?;
         let n = self.array.geometry().disks();
         let first = (mark_seq % n as u64) as usize;
-        self.log.zil.mark_seq = mark_seq.wrapping_add(1);
         let mut written = DiskSet::EMPTY;
         for k in 0..n {
             if written.len() == copies {
@@ -177,12 +242,7 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
                 written = written.with(d);
             }
         }
-        // No copy durable: the flush is not acknowledged.
-        if self.array.flush_members(written).is_empty() {
-            return Err(IoError::Faulted);
-        }
-        self.log.zil.marked = Some(at);
-        Ok(())
+        Ok(!self.array.flush_members(written).is_empty())
     }
 
     /// The most stripe bytes one record carries (the item buffer, less a header and two
@@ -216,12 +276,7 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
             let Some(r) = self.log.zil.rings.get(d).filter(|_| self.array.writable(d)) else {
                 continue;
             };
-            let (start, waste) = if r.head + slots > zil_slots {
-                (0, zil_slots - r.head)
-            } else {
-                (r.head, 0)
-            };
-            if r.used + waste + slots <= zil_slots {
+            if let Some(start) = r.place(slots, zil_slots) {
                 let _ = chosen.push((d, start));
             }
         }
@@ -229,19 +284,99 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
         chosen
     }
 
-    /// Makes the open stripe's unflushed bytes durable through intent-log records. Returns
+    /// The open stripe's bytes a flush must log: `from..fill` (exactly up to `fill`: bytes
+    /// past it are not final, later items go there, and a record must never patch them at
+    /// import; starting at a sector boundary below `zil_done` only repeats final bytes), and
+    /// the most bytes one record carries. `None`: nothing to log.
+    fn zil_pending(&self) -> Option<(usize, usize, usize)> {
+        let fill = self.log.fill;
+        let from = self.log.zil_done / SECTOR * SECTOR;
+        (from < fill).then(|| (from, fill, self.zil_chunk_max()))
+    }
+
+    /// Builds in the item buffer the record of the open stripe's bytes `off..off + len`;
+    /// returns its bytes and slots.
+    fn zil_record(&mut self, off: usize, len: usize) -> Result<(usize, u32), IoError> {
+        let slots = (HEADER_BYTES + len).div_ceil(SLOT_BYTES) as u32;
+        let total = slots as usize * SLOT_BYTES;
+        let rec = self.item.get_mut(..total).ok_or(bug!(IoError))?;
+        rec.fill(0);
+        let payload = self.stripe.get(off..off + len).ok_or(bug!(IoError))?;
+        let hdr = ZilHeader {
+            pool: self.log.tag,
+            stripe_addr: self.log.stripe_addr,
+            stripe_seq: self.log.stripe_seq,
+            offset: off as u32,
+            len: len as u32,
+            payload_crc: crate::format::crc32c(payload),
+            record_seq: self.log.zil.record_seq,
+        };
+        hdr.encode(rec).map_err(IoError::Corrupt)?;
+        rec.get_mut(HEADER_BYTES..HEADER_BYTES + len)
+            .ok_or(bug!(IoError))?
+            .copy_from_slice(payload);
+        self.log.zil.record_seq += 1;
+        Ok((total, slots))
+    }
+
+    /// Makes the open stripe's unflushed bytes durable through intent-log records: on the
+    /// log device when the pool has one that works, else on the members' rings. Returns
     /// `Ok(false)` when the records do not fit (too many for this stripe, or the rings are
     /// full); the caller then seals the stripe instead.
     pub fn zil_write(&mut self) -> Result<bool, IoError> {
-        // Exactly up to `fill`: bytes past it are not final (later items go there), and a record
-        // must never patch them at import. Starting at a sector boundary below `zil_done` only
-        // repeats final bytes.
-        let fill = self.log.fill;
-        let from = self.log.zil_done / SECTOR * SECTOR;
-        if from >= fill {
-            return Ok(true);
+        if self.slog.as_ref().is_some_and(|s| s.online()) {
+            if self.zil_write_log_device()? {
+                return Ok(true);
+            }
+            // The device failed (or its ring is full): records on it no longer count, so the
+            // members' rings take every byte of the open stripe, not only the new ones.
+            self.log.zil_done = 0;
         }
-        let chunk_max = self.zil_chunk_max();
+        self.zil_write_members()
+    }
+
+    /// [`Self::zil_write`] to the log device: one copy, one device flush. `Ok(false)` when
+    /// the device failed or the records do not fit.
+    fn zil_write_log_device(&mut self) -> Result<bool, IoError> {
+        let Some((from, fill, chunk_max)) = self.zil_pending() else {
+            return Ok(true);
+        };
+        let ring = self.zil_ring_slots();
+        let records = (fill - from).div_ceil(chunk_max.max(1)) as u32;
+        if chunk_max == 0 || self.log.zil_records + records > MAX_RECORDS_PER_STRIPE {
+            return Ok(false);
+        }
+        let mut off = from;
+        while off < fill {
+            let len = chunk_max.min(fill - off);
+            let (total, slots) = self.zil_record(off, len)?;
+            let Some(start) = self.log.zil.slog_ring.place(slots, ring) else {
+                return Ok(false);
+            };
+            let Some(dev) = self.slog.as_deref_mut() else {
+                return Ok(false);
+            };
+            let rec = self.item.get(..total).ok_or(bug!(IoError))?;
+            if dev.write(zil_lba(dev.block_bytes(), start), rec).is_err() {
+                return Ok(false);
+            }
+            self.log.zil.slog_ring.take(start, slots, ring);
+            self.counters.zil_bytes += total as u64;
+            self.log.zil_records += 1;
+            off += len;
+        }
+        if self.slog.as_deref_mut().is_none_or(|d| d.flush().is_err()) {
+            return Ok(false);
+        }
+        self.log.zil_done = fill;
+        Ok(true)
+    }
+
+    /// [`Self::zil_write`] to the members' rings: `copies` members per record.
+    fn zil_write_members(&mut self) -> Result<bool, IoError> {
+        let Some((from, fill, chunk_max)) = self.zil_pending() else {
+            return Ok(true);
+        };
         if chunk_max == 0 {
             return Ok(false);
         }
@@ -266,45 +401,9 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
             if chosen.len() < copies.min(writable_members) || chosen.is_empty() {
                 return Ok(false);
             }
-            let total = slots as usize * SLOT_BYTES;
-            let bb = self.array.geometry().block_bytes();
-            let rec = self.item.get_mut(..total).ok_or(bug!(IoError))?;
-            rec.fill(0);
-            let payload = self.stripe.get(off..off + len).ok_or(bug!(IoError))?;
-            let hdr = ZilHeader {
-                pool: self.log.tag,
-                stripe_addr: self.log.stripe_addr,
-                stripe_seq: self.log.stripe_seq,
-                offset: off as u32,
-                len: len as u32,
-                payload_crc: crate::format::crc32c(payload),
-                record_seq: self.log.zil.record_seq,
-            };
-            hdr.encode(rec).map_err(IoError::Corrupt)?;
-            rec.get_mut(HEADER_BYTES..HEADER_BYTES + len)
-                .ok_or(bug!(IoError))?
-                .copy_from_slice(payload);
-            self.log.zil.record_seq += 1;
-            let mut written = 0;
-            let mut on = DiskSet::EMPTY;
-            for &(d, start) in &chosen {
-                let lba = zil_lba(bb, start);
-                if self.array.disk_write(d, lba, rec).is_ok() {
-                    written += 1;
-                    on = on.with(d);
-                    self.counters.zil_bytes += total as u64;
-                    if let Some(r) = self.log.zil.rings.get_mut(d) {
-                        let waste = if start == 0 && r.head != 0 {
-                            zil_slots - r.head
-                        } else {
-                            0
-                        };
-                        r.used += waste + slots;
-                        r.head = (start + slots) % zil_slots;
-                    }
-                }
-            }
-            if written == 0 {
+            let (total, slots) = self.zil_record(off, len)?;
+            let on = self.zil_write_copies(&chosen, total, slots)?;
+            if on.is_empty() {
                 return Ok(false);
             }
             self.log.zil_records += 1;
@@ -324,15 +423,40 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
         Ok(true)
     }
 
+    /// Writes the record built in the item buffer (`total` bytes, `slots` slots) to the
+    /// `chosen` members at their ring slots; returns the members it reached.
+    fn zil_write_copies(
+        &mut self,
+        chosen: &[(usize, u32)],
+        total: usize,
+        slots: u32,
+    ) -> Result<DiskSet, IoError> {
+        let zil_slots = self.zil_ring_slots();
+        let bb = self.array.geometry().block_bytes();
+        let rec = self.item.get(..total).ok_or(bug!(IoError))?;
+        let mut on = DiskSet::EMPTY;
+        for &(d, start) in chosen {
+            if self.array.disk_write(d, zil_lba(bb, start), rec).is_ok() {
+                on = on.with(d);
+                self.counters.zil_bytes += total as u64;
+                if let Some(r) = self.log.zil.rings.get_mut(d) {
+                    r.take(start, slots, zil_slots);
+                }
+            }
+        }
+        Ok(on)
+    }
+
     /// Scans every present member's ring for the records of the newest stripe with a sequence
     /// number of at least `min_stripe_seq`, verifies their payloads, and returns them (sorted
     /// by record sequence) with the furthest flush mark at or past that stripe and, when some
     /// record verified, what they prove durable ([`Replay::durable_records`]): what import's roll-forward
     /// needs ([`Replay`]). Later record and mark numbers continue after theirs.
-    pub fn zil_scan(&mut self, min_stripe_seq: u64) -> Result<Replay, IoError> {
+    pub fn zil_scan(&mut self, min_stripe_seq: u64) -> Replay {
         let mut replay = Replay::default();
         let n = self.array.geometry().disks();
         let mut newest: Option<(u64, u64)> = None;
+        let dev = self.slog.as_ref().is_some_and(|d| d.disk.is_some());
         for pass in 0..2 {
             for d in 0..n {
                 if self
@@ -340,11 +464,20 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
                     .member(d)
                     .is_some_and(crate::raid::Member::is_present)
                 {
-                    self.scan_ring(d, pass, min_stripe_seq, &mut newest, &mut replay)?;
+                    self.scan_ring(d as u8, pass, min_stripe_seq, &mut newest, &mut replay);
                 }
             }
+            if dev {
+                self.scan_ring(
+                    ON_LOG_DEVICE,
+                    pass,
+                    min_stripe_seq,
+                    &mut newest,
+                    &mut replay,
+                );
+            }
         }
-        replay.durable_mark = self.newest_mark(min_stripe_seq)?;
+        replay.durable_mark = self.newest_mark(min_stripe_seq);
         // A flush's records start where the bytes durable before it end and follow each
         // other in chunks of `chunk`: the `j`th of them starts `j` chunks later. A record at
         // offset `x` so proves the bytes below `x - j * chunk` durable, at least `x % chunk`.
@@ -359,30 +492,57 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
         if let Some(last) = replay.zil_refs.last() {
             self.log.zil.record_seq = self.log.zil.record_seq.max(last.record_seq + 1);
         }
-        Ok(replay)
+        replay
     }
 
-    /// One member's ring for [`Self::zil_scan`]: pass 0 finds the newest stripe with records,
-    /// pass 1 keeps that stripe's verified records.
+    /// Reads `buf` at ring or mark slot `slot` of member `disk` or, for [`ON_LOG_DEVICE`],
+    /// of the log device.
+    fn ring_read(&mut self, disk: u8, slot: u32, buf: &mut [u8]) -> Result<(), IoError> {
+        if disk == ON_LOG_DEVICE {
+            let failed = |kind| IoError::Device(ArrayError::Disk { disk, kind });
+            let dev = self
+                .slog
+                .as_deref_mut()
+                .ok_or(failed(ErrorKind::DeviceFailed))?;
+            let lba = zil_lba(dev.block_bytes(), slot);
+            return dev.read(lba, buf).map_err(failed);
+        }
+        let lba = self.zil_lba(slot);
+        self.array
+            .disk_read(usize::from(disk), lba, buf)
+            .map_err(IoError::Device)
+    }
+
+    /// [`Self::ring_read`] into the first `len` bytes of the item buffer.
+    fn ring_read_item(&mut self, disk: u8, slot: u32, len: usize) -> Result<(), IoError> {
+        let item = core::mem::take(&mut self.item);
+        let r = match item.get_mut(..len) {
+            Some(buf) => self.ring_read(disk, slot, buf),
+            None => Err(bug!(IoError)),
+        };
+        self.item = item;
+        r
+    }
+
+    /// One member's (or the log device's) ring for [`Self::zil_scan`]: pass 0 finds the newest
+    /// stripe with records, pass 1 keeps that stripe's verified records.
     fn scan_ring(
         &mut self,
-        d: usize,
+        d: u8,
         pass: u32,
         min_stripe_seq: u64,
         newest: &mut Option<(u64, u64)>,
         replay: &mut Replay,
-    ) -> Result<(), IoError> {
+    ) {
         let zil_slots = self.zil_ring_slots();
         let sdb = self.log.sdb;
         let mut slot = 0;
         while slot < zil_slots {
-            let lba = self.zil_lba(slot);
-            let one = self.item.get_mut(..SLOT_BYTES).ok_or(bug!(IoError))?;
-            if self.array.disk_read(d, lba, one).is_err() {
+            if self.ring_read_item(d, slot, SLOT_BYTES).is_err() {
                 slot += 1;
                 continue;
             }
-            let Ok(h) = ZilHeader::decode(one, sdb) else {
+            let Ok(h) = ZilHeader::decode(self.item, sdb) else {
                 slot += 1;
                 continue;
             };
@@ -401,12 +561,11 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
             {
                 // Verify the payload before trusting the record.
                 let total = slots as usize * SLOT_BYTES;
-                let rec = self.item.get_mut(..total).ok_or(bug!(IoError))?;
-                if self.array.disk_read(d, lba, rec).is_ok() {
-                    let payload = rec.get(HEADER_BYTES..HEADER_BYTES + h.len as usize);
+                if self.ring_read_item(d, slot, total).is_ok() {
+                    let payload = self.item.get(HEADER_BYTES..HEADER_BYTES + h.len as usize);
                     if payload.is_some_and(|p| crate::format::crc32c(p) == h.payload_crc) {
                         let _ = replay.zil_refs.push(ZilRef {
-                            disk: d as u8,
+                            disk: d,
                             slot,
                             stripe_addr: h.stripe_addr,
                             offset: h.offset,
@@ -418,24 +577,22 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
             }
             slot += slots;
         }
-        Ok(())
     }
 
     /// The furthest flush mark at or past stripe `min_stripe_seq` on any member; later marks
     /// are numbered after every mark found.
-    fn newest_mark(&mut self, min_stripe_seq: u64) -> Result<Option<FlushMark>, IoError> {
-        let n = self.array.geometry().disks();
+    fn newest_mark(&mut self, min_stripe_seq: u64) -> Option<FlushMark> {
+        let n = self.array.geometry().disks() as u8;
         let zil_slots = self.zil_ring_slots();
         let sdb = self.log.sdb;
+        let dev = self.slog.as_ref().is_some_and(|d| d.disk.is_some());
         let mut best: Option<FlushMark> = None;
-        for d in 0..n {
+        for d in (0..n).chain(dev.then_some(ON_LOG_DEVICE)) {
             for k in 0..FLUSH_MARK_SLOTS {
-                let lba = self.zil_lba(zil_slots + k);
-                let one = self.item.get_mut(..SLOT_BYTES).ok_or(bug!(IoError))?;
-                if self.array.disk_read(d, lba, one).is_err() {
+                if self.ring_read_item(d, zil_slots + k, SLOT_BYTES).is_err() {
                     continue;
                 }
-                let Ok(m) = FlushMark::decode(one, sdb) else {
+                let Ok(m) = FlushMark::decode(self.item, sdb) else {
                     continue;
                 };
                 if m.pool != self.log.tag || m.stripe_seq < min_stripe_seq {
@@ -449,7 +606,7 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
                 }
             }
         }
-        Ok(best)
+        best
     }
 
     /// During import: whether the intent-log records cover every log byte of `lo..hi` (false
@@ -496,10 +653,7 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
                 let slot = p / SLOT_BYTES;
                 let in_slot = p % SLOT_BYTES;
                 let n = ((SLOT_BYTES - in_slot) as u64).min(hi - x) as usize;
-                let lba = self.zil_lba(r.slot + slot as u32);
-                self.array
-                    .disk_read(r.disk as usize, lba, &mut tmp)
-                    .map_err(IoError::Device)?;
+                self.ring_read(r.disk, r.slot + slot as u32, &mut tmp)?;
                 let src = tmp.get(in_slot..in_slot + n).ok_or(bug!(IoError))?;
                 dst.get_mut((x - at) as usize..(x - at) as usize + n)
                     .ok_or(bug!(IoError))?

@@ -17,10 +17,11 @@ use super::rebuild::Since;
 use super::{ImportOptions, ImportReport, OpenError, Pool, read_superblock};
 use crate::error::IoError;
 use crate::format::{
-    self, ITEM_ALIGN, ItemHeader, ItemKind, LogCursor, MapEntry, Root, SegState, Superblock,
+    self, ITEM_ALIGN, ItemHeader, ItemKind, LogCursor, MapEntry, Role, Root, SegState, Superblock,
 };
 use crate::log::Pass;
 use crate::log::replay::{LogEnd, LogScan, Replay};
+use crate::log::slog::LogDevice;
 use crate::raid::{Array, DiskState};
 
 /// A member whose checkpoint roots are behind the pool's: `(slot, newest root generation it
@@ -37,11 +38,42 @@ pub(super) struct Assembled<D, const N: usize> {
     spares: Vec<Spare<D>, N>,
     /// Slots a forced import took failed members back into.
     forced: Vec<u8, 32>,
+    /// The dedicated intent-log device the configuration names, if given.
+    slog: Option<D>,
 }
 
 /// A failed member's disk a forced import may take back: `(disk, slot, label generation,
 /// index given)`.
 type Candidate<D> = (D, usize, u64, u8);
+
+/// The pool's log device as the configuration `newest` names it, with its disk `given`:
+/// one recorded failed stays failed; a missing one refuses the import unless forced, and is
+/// then failed (recorded by the configuration import writes).
+fn log_device<D: BlockDevice>(
+    newest: &Superblock,
+    given: Option<D>,
+    opts: &ImportOptions,
+    retries: u8,
+) -> Result<Option<LogDevice<D>>, OpenError> {
+    let Some(rec) = newest.log_device else {
+        return Ok(None);
+    };
+    let online = rec.state == DiskState::Online;
+    match given {
+        Some(disk) if online => return Ok(Some(LogDevice::new(disk, rec.guid, retries))),
+        None if online && !opts.force => {
+            return Err(OpenError::MissingLogDevice { guid: rec.guid });
+        }
+        _ => {}
+    }
+    Ok(Some(LogDevice {
+        disk: None,
+        guid: rec.guid,
+        failed: true,
+        failed_by: online.then_some(raidcore_hal::ErrorKind::DeviceFailed),
+        retries,
+    }))
+}
 
 /// Reads every disk's superblock; disks without one are refused (and reported).
 fn discover<D: BlockDevice, const N: usize>(
@@ -199,6 +231,7 @@ fn assemble<D: BlockDevice, const N: usize>(
     let need = geo.stripe_lba(geo.stripes());
     let copies: Vec<Option<OpenError>, N> = (0..found.len()).map(|i| copy_of(&found, i)).collect();
     let mut candidates: Vec<Candidate<D>, N> = Vec::new();
+    let mut slog = None;
     for (i, (d, sb)) in found.into_iter().enumerate() {
         let idx = i as u8;
         let Some(sb) = sb else { continue };
@@ -206,6 +239,10 @@ fn assemble<D: BlockDevice, const N: usize>(
             Some(OpenError::ForeignDisk { disk: idx })
         } else if let Some(Some(e)) = copies.get(i) {
             Some(*e)
+        } else if sb.role == Role::Log {
+            place_log_device(&newest, &mut slog, d, sb.disk_guid)
+                .err()
+                .map(|()| OpenError::StaleDisk { disk: idx })
         } else if d.block_size().bytes() != geo.block_bytes() || d.block_count() < need {
             Some(OpenError::WrongSize { disk: idx })
         } else {
@@ -228,9 +265,29 @@ fn assemble<D: BlockDevice, const N: usize>(
         slots,
         spares,
         forced: Vec::new(),
+        slog,
     };
     take_back(&mut a, candidates, report);
     Ok(a)
+}
+
+/// Takes disk `d` (GUID `guid`, labelled [`Role::Log`]) as the pool's log device; `Err` when
+/// the configuration names another, or names it failed (a stale device: what it holds is
+/// logged on the members since it failed).
+fn place_log_device<D>(
+    newest: &Superblock,
+    slog: &mut Option<D>,
+    d: D,
+    guid: u64,
+) -> Result<(), ()> {
+    let current = newest
+        .log_device
+        .is_some_and(|r| r.guid == guid && r.state == DiskState::Online);
+    if !current || slog.is_some() {
+        return Err(());
+    }
+    *slog = Some(d);
+    Ok(())
 }
 
 /// Puts disk `d` (GUID `guid`) into its member slot or among the spares; `Err` for a disk the
@@ -368,6 +425,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
                 + 1,
         };
         let mut pool = Self::new_pool(array, a.spares, cfg, conf, &[], mem);
+        pool.members.slog = log_device(&newest, a.slog, opts, cfg.array.retries)?;
         // Recorded states are the newest configuration's (missing members show as changes).
         let recorded: Vec<DiskState, 32> = newest.members.iter().map(|m| m.state).collect();
         pool.members.set_recorded(&recorded);
@@ -391,7 +449,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         self.log.set_window(root.reserved.clone());
         let mut replay = self
             .io_in(Pass::FindEnd { healed: false })?
-            .zil_scan(root.log.next_stripe_seq)?;
+            .zil_scan(root.log.next_stripe_seq);
         replay.durable_root = skipped;
         replay.cut_at_damage = rewind;
         // Only pass 1 reads through the records. It writes every stripe it patched back whole
@@ -723,6 +781,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
     /// disks that carry the newer one are gone (a copy put back, say), and an import would
     /// then serve what it records, such as a finished rebuild's target as still rebuilding.
     fn settle_import(&mut self, missing: bool) -> Result<(), IoError> {
+        self.record_log_device_failure()?;
         if self.array.failed() != self.members.recorded_failed() || missing {
             self.on_members_failed()?;
         } else if !self.members.superblocks_intact(&mut self.array) {

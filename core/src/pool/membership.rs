@@ -10,6 +10,7 @@ use super::{Health, Pool, disk_guid};
 use crate::error::IoError;
 use crate::event::Event;
 use crate::format::{self, Counters, MemberRecord, PoolLayout, Role, SLOT_BYTES, Superblock};
+use crate::log::slog::LogDevice;
 use crate::raid::{Array, DiskSet, DiskState, Geometry};
 
 /// A hot spare.
@@ -36,6 +37,8 @@ pub(crate) struct Config {
 pub(crate) struct Membership<D, const N: usize> {
     pub conf: Config,
     pub spares: Vec<Spare<D>, N>,
+    /// The dedicated intent-log device, if the pool has one.
+    pub slog: Option<LogDevice<D>>,
     /// Member states as the superblocks last recorded them.
     recorded: Vec<DiskState, 32>,
     /// Failed member slots that were recorded online (in sync) when they failed, since this
@@ -54,6 +57,7 @@ impl<D: BlockDevice, const N: usize> Membership<D, N> {
         Membership {
             conf,
             spares,
+            slog: None,
             recorded: r,
             left_in_sync: DiskSet::EMPTY,
         }
@@ -139,6 +143,14 @@ impl<D: BlockDevice, const N: usize> Membership<D, N> {
             layout: self.conf.layout,
             members: members.clone(),
             spares,
+            log_device: self.slog.as_ref().map(|s| MemberRecord {
+                guid: s.guid,
+                state: if s.failed {
+                    DiskState::Failed
+                } else {
+                    DiskState::Online
+                },
+            }),
         };
         (sb, members)
     }
@@ -202,6 +214,14 @@ impl<D: BlockDevice, const N: usize> Membership<D, N> {
             sb.encode(&mut slot).map_err(IoError::Corrupt)?;
             let _ = s.disk.write(lba, &slot);
             let _ = s.disk.flush();
+        }
+        if let Some(dev) = self.slog.as_mut().filter(|d| d.online()) {
+            sb.disk_guid = dev.guid;
+            sb.role = Role::Log;
+            sb.encode(&mut slot).map_err(IoError::Corrupt)?;
+            let lba = format::superblock_lba(copy, dev.block_bytes());
+            // A device that fails here is recorded failed by the next configuration.
+            let _ = dev.write(lba, &slot).and_then(|()| dev.flush());
         }
         Ok(())
     }
@@ -293,6 +313,19 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
     pub(crate) fn after_membership_change(&mut self) -> Result<(), IoError> {
         if self.array.failed() != self.members.recorded_failed() {
             self.on_members_failed()?;
+        }
+        self.record_log_device_failure()
+    }
+
+    /// When the log device failed since the configuration was written: an event, and a new
+    /// configuration naming it failed (the intent log is on the members again, and import
+    /// must not wait for the device).
+    pub(crate) fn record_log_device_failure(&mut self) -> Result<(), IoError> {
+        if let Some(kind) = self.members.slog.as_mut().and_then(|d| d.failed_by.take()) {
+            self.array
+                .events_mut()
+                .push(Event::LogDeviceFailed { kind });
+            self.write_config()?;
         }
         Ok(())
     }

@@ -31,6 +31,9 @@ mod pace;
 mod peek;
 mod rebuild;
 mod scrub;
+mod slog;
+#[cfg(test)]
+mod slog_tests;
 mod status;
 #[cfg(test)]
 mod tests;
@@ -63,6 +66,7 @@ pub use crate::format::{BadRange, Counters, FormatError, LUN_BLOCK, MapEntry, Me
 pub use crate::volume::luns::LunError;
 pub use pace::BackgroundPolicy;
 pub use peek::Peek;
+pub use slog::LogDeviceStatus;
 pub use status::{DiskStatus, Health, MaintenanceReport, Status};
 
 /// Settings of a pool. The first group is fixed at creation (recorded in the superblocks); the
@@ -199,6 +203,14 @@ pub enum OpenError {
     /// members left, older than what it last served. Only a rewind
     /// ([`ImportOptions::rewind`]) opens it so.
     RewindNeeded,
+    /// The configuration names a working dedicated intent-log device, and no disk given is
+    /// it: the flushes since the last stripe write may be only there. Give it, or import with
+    /// [`ImportOptions::force`] to go on without it (those flushes are then lost, and the
+    /// pool records the device failed).
+    MissingLogDevice {
+        /// Its GUID.
+        guid: u64,
+    },
     /// No checkpoint root whose tables read back intact.
     NoValidRoot,
     /// Creation: the disks hold `segments` log segments, fewer than the `needed` the log, its
@@ -260,6 +272,11 @@ impl core::fmt::Display for OpenError {
                 "every member in sync is missing: the members taken back hold the pool as it \
                  was when they left, older than what it last served (a rewind)",
             ),
+            OpenError::MissingLogDevice { guid } => write!(
+                f,
+                "the pool's log device (GUID {guid:#018x}) is not among the disks given: it may \
+                 hold the last flushes; give it, or force the import to go on without it"
+            ),
             OpenError::NoValidRoot => f.write_str("no intact checkpoint root found"),
             OpenError::TooFewSegments {
                 segments,
@@ -319,6 +336,10 @@ pub enum AdminError {
         /// The slot asked for.
         slot: usize,
     },
+    /// The pool already has a working log device ([`Pool::add_log_device`]); remove it first.
+    LogDevicePresent,
+    /// The pool has no log device ([`Pool::remove_log_device`]).
+    NoLogDevice,
     /// Writing the new configuration failed.
     Io(IoError),
 }
@@ -347,6 +368,10 @@ impl core::fmt::Display for AdminError {
                 "the disk is not the one that left member slot {slot} (another pool's, another \
                  slot's, or replaced since)"
             ),
+            AdminError::LogDevicePresent => {
+                f.write_str("the pool has a working log device already; remove it first")
+            }
+            AdminError::NoLogDevice => f.write_str("the pool has no log device"),
             AdminError::Io(e) => write!(f, "{e}"),
         }
     }
@@ -383,7 +408,9 @@ pub struct ImportOptions {
     /// starts at once to find and repair what the rest can. Off by default; an import that
     /// needs no forcing is not changed by it. When every member in sync is missing (only
     /// members taken back would serve), the pool would be served as it was when they left:
-    /// that is [`OpenError::RewindNeeded`] unless `rewind` is set too.
+    /// that is [`OpenError::RewindNeeded`] unless `rewind` is set too. A forced import also
+    /// goes on without a missing dedicated intent-log device ([`OpenError::MissingLogDevice`]),
+    /// recording it failed.
     pub force: bool,
     /// A rewind (as `zpool import -F`): a log unreadable before the last flush's end is cut
     /// there ([`ImportReport::log_cut_at`]) instead of refused with [`IoError::LogLost`], and a
@@ -929,6 +956,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             patches: &[],
             pass,
             plan: None,
+            slog: self.members.slog.as_mut(),
         };
         let rest = Rest {
             luns: &mut self.luns,
@@ -1471,7 +1499,13 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
 
     /// Hands back the disks and arena without writing anything (what a power cut leaves, for
     /// tests and tools).
-    pub fn into_parts(mut self) -> PoolParts<D, M, N> {
+    pub fn into_parts(self) -> PoolParts<D, M, N> {
+        self.into_parts_with_log_device().0
+    }
+
+    /// [`Pool::into_parts`], and the dedicated intent-log device's disk if it is attached.
+    pub fn into_parts_with_log_device(mut self) -> (PoolParts<D, M, N>, Option<D>) {
+        let slog = self.members.slog.take().and_then(|d| d.disk);
         let mut members = Vec::new();
         for i in 0..self.array.geometry().disks() {
             let _ = members.push(self.array.take(i));
@@ -1481,7 +1515,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             let _ = spares.push(s.disk);
         }
         spares.reverse();
-        (members, spares, self.mem)
+        ((members, spares, self.mem), slog)
     }
 
     /// Pool UUID.

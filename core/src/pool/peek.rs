@@ -56,8 +56,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         // knows the root complete only by a mark.)
         let marked = pool
             .io()
-            .and_then(|mut io| io.marked_since(root.log.next_stripe_seq))
-            .unwrap_or(false);
+            .is_ok_and(|mut io| io.marked_since(root.log.next_stripe_seq));
         pool.note_behind(&root, marked, &mut report);
         report.root_gen = root.root_gen;
         Ok((Peek { pool }, report))

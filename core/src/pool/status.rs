@@ -77,6 +77,8 @@ pub struct Status {
     pub bad_ranges: usize,
     /// Generation of the last checkpoint.
     pub root_gen: u64,
+    /// The dedicated intent-log device, if the pool has one.
+    pub log_device: Option<super::LogDeviceStatus>,
 }
 
 /// What one [`Pool::maintenance`] call did.
@@ -135,6 +137,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             scrub_unrepairable: self.scrub.map_or(self.last_scrub.1, |s| s.unrepairable),
             bad_ranges: self.luns.bad().len(),
             root_gen: self.ckpt.root_gen,
+            log_device: self.log_device_status(),
         }
     }
 

@@ -7,9 +7,9 @@ use crate::raid::tests::RamDisk;
 use crate::raid::{Column, DiskState};
 use raidcore_hal::ErrorKind;
 
-type TestPool = Pool<RamDisk, Vec<u8>, 8, 4, 32, 8>;
+pub(super) type TestPool = Pool<RamDisk, Vec<u8>, 8, 4, 32, 8>;
 
-fn cfg() -> PoolConfig {
+pub(super) fn cfg() -> PoolConfig {
     PoolConfig {
         level: Level::Raid6,
         strip_bytes: 4096,
@@ -25,7 +25,7 @@ fn disks(n: usize, blocks: u64) -> Vec<RamDisk> {
     (0..n).map(|_| RamDisk::new(512, blocks)).collect()
 }
 
-fn new_pool(c: PoolConfig, n: usize, blocks: u64) -> TestPool {
+pub(super) fn new_pool(c: PoolConfig, n: usize, blocks: u64) -> TestPool {
     new_pool_with_spares(c, n, 0, blocks)
 }
 
@@ -34,7 +34,7 @@ fn new_pool_with_spares(c: PoolConfig, n: usize, spares: usize, blocks: u64) -> 
     TestPool::create(disks(n, blocks), disks(spares, blocks), c, [7; 16], mem).unwrap()
 }
 
-fn block(seed: u64) -> Vec<u8> {
+pub(super) fn block(seed: u64) -> Vec<u8> {
     let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
     (0..4096)
         .map(|_| {

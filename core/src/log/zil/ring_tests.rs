@@ -120,6 +120,7 @@ impl Rig {
             patches,
             pass: Pass::FindEnd { healed: false },
             plan: None,
+            slog: None,
         }
     }
 
@@ -602,10 +603,7 @@ fn crash(
         damage(model, &mut c, which, pos, &mut dmg);
     }
     let min = if min_open { rig.log.stripe_seq } else { 0 };
-    let replay = c
-        .io(&[])
-        .zil_scan(min)
-        .map_err(|e| format!("zil_scan: {e:?}"))?;
+    let replay = c.io(&[]).zil_scan(min);
     let want = expected_scan(model, min, &dmg);
     check_scan(model, &replay.zil_refs, &want, &dmg)?;
     check_patch(rig, &mut c, &replay.zil_refs, &want)?;

@@ -198,6 +198,7 @@ fn place(info: &mut ImageInfo, sb: &DiskLabel, new: &DiskLabel) {
         let was = match sb.role {
             Role::Member(s) => format!("former member of slot {s}"),
             Role::Spare => "former spare".into(),
+            Role::Log => "former log device".into(),
         };
         info.note = Some(format!("{was} (generation {})", sb.generation));
     }
