@@ -15,8 +15,10 @@
 //! until its rebuild is done. Every block of both pools is read back and compared after the
 //! run and again after import from the images.
 //!
-//! Not modelled yet: the seed's SSD tier. raidcore has no log device (SLOG) so far, so every
-//! flush waits for the HDD members.
+//! The seed's SSD tier is the pool's log device (a SATA SSD model unless the voice run names
+//! another): a flush that fills no stripe waits for it alone. A third run fails the log device
+//! instead of a member at the same point: the flushes it held are logged on the members again,
+//! nothing is lost, and flushes wait for the HDDs from then on.
 
 use std::fmt::Write as _;
 
@@ -25,6 +27,7 @@ use raidcore::raid::Level;
 use serde::Serialize;
 
 use crate::demo::{SimOptions, one_run, work_dir};
+use crate::model::ModelKind;
 use crate::pooldir::model_name;
 use crate::report::{Latency, RunReport, WorkloadReport};
 use crate::workload::data::DataSource;
@@ -61,6 +64,32 @@ pub struct BranchWorkload {
     pub blocks_lost: u64,
 }
 
+/// The run with the log device failed mid-run (the seed's fault: its SSD tier), against the
+/// healthy run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LogDeviceFailed {
+    /// Per workload, in the units of [`BranchWorkload`].
+    pub workloads: Vec<LogDeviceFailedWorkload>,
+    /// Flush latency of the run.
+    pub flush_latency_ms: Latency,
+    /// The run, whole.
+    pub run: RunReport,
+}
+
+/// One workload of [`LogDeviceFailed`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LogDeviceFailedWorkload {
+    /// The workload.
+    pub workload: String,
+    /// Its figure over the window the healthy run shares.
+    pub value: f64,
+    /// `(healthy - value) / healthy`, in percent.
+    pub slowdown_percent: Option<f64>,
+    /// Blocks of its LUN that did not read back as written (0 is the only right answer: the
+    /// flushes the device held are logged on the members when it fails).
+    pub blocks_lost: u64,
+}
+
 /// Flush latency of both runs.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct FlushLatency {
@@ -75,8 +104,11 @@ pub struct FlushLatency {
 pub struct BranchReport {
     /// Per workload.
     pub workloads: Vec<BranchWorkload>,
-    /// Flush latency of the pool (every flush waits for the HDD members: no log device yet).
+    /// Flush latency of the pool (with a log device, a flush that fills no stripe waits for
+    /// it alone).
     pub flush_latency_ms: FlushLatency,
+    /// The run with the log device failed mid-run instead of a member (pools with one).
+    pub log_device_failed: Option<LogDeviceFailed>,
     /// The healthy run, whole.
     pub healthy: RunReport,
     /// The run with a member failed mid-run, whole.
@@ -101,7 +133,8 @@ pub const PACE: BackgroundPolicy = BackgroundPolicy {
 /// third of the run if it has none), device model, data and pool pacing ([`PACE`] unless it
 /// sets one; the voice run's share rule is not used);
 /// RAID-10 of 6 disks of its size + 1 hot spare, 3 LUNs of a quarter of a disk, no baseline
-/// (the healthy run is the comparison).
+/// (the healthy run is the comparison), and the seed's SSD tier as a SATA SSD log device
+/// unless the voice run names another.
 #[must_use]
 pub fn options(voice: &SimOptions) -> SimOptions {
     SimOptions {
@@ -115,6 +148,7 @@ pub fn options(voice: &SimOptions) -> SimOptions {
         fail_at_permille: Some(voice.fail_at_permille.unwrap_or(333)),
         baseline: false,
         keep_dir: voice.keep_dir.as_ref().map(|d| d.join("branch-office")),
+        log_device: voice.log_device.or(Some(ModelKind::SataSsd)),
         ..voice.clone()
     }
 }
@@ -132,10 +166,40 @@ fn r1(x: f64) -> f64 {
     (x * 10.0).round() / 10.0
 }
 
+/// The log-device-failed `run` against the `healthy` one.
+fn against(healthy: &RunReport, run: RunReport) -> LogDeviceFailed {
+    let workloads = healthy
+        .workloads
+        .iter()
+        .zip(&run.workloads)
+        .map(|(h, w)| {
+            let hv = headline(h).1;
+            let value = headline(w).1;
+            LogDeviceFailedWorkload {
+                workload: w.workload.clone(),
+                value,
+                slowdown_percent: (hv > 0.0).then(|| r1(100.0 * (hv - value) / hv)),
+                blocks_lost: w.blocks_lost,
+            }
+        })
+        .collect();
+    LogDeviceFailed {
+        workloads,
+        flush_latency_ms: run.flush_latency_ms,
+        run,
+    }
+}
+
 impl BranchReport {
-    /// Side by side from the two runs' reports.
+    /// Side by side from the runs' reports: healthy, a member failed, and the log device
+    /// failed (`log_failed`, for a pool with one).
     #[must_use]
-    pub fn new(healthy: RunReport, failed: RunReport, setup: serde_json::Value) -> BranchReport {
+    pub fn new(
+        healthy: RunReport,
+        failed: RunReport,
+        log_failed: Option<RunReport>,
+        setup: serde_json::Value,
+    ) -> BranchReport {
         let workloads = healthy
             .workloads
             .iter()
@@ -157,12 +221,14 @@ impl BranchReport {
                 }
             })
             .collect();
+        let log_device_failed = log_failed.map(|run| against(&healthy, run));
         BranchReport {
             workloads,
             flush_latency_ms: FlushLatency {
                 healthy: healthy.flush_latency_ms,
                 failed: failed.flush_latency_ms,
             },
+            log_device_failed,
             seed: setup["seed"].as_u64().unwrap_or(0),
             healthy,
             failed,
@@ -170,10 +236,15 @@ impl BranchReport {
         }
     }
 
-    /// Whether both runs verified every block.
+    /// Whether every run verified every block.
     #[must_use]
     pub fn verified(&self) -> bool {
-        self.healthy.verified() && self.failed.verified()
+        self.healthy.verified()
+            && self.failed.verified()
+            && self
+                .log_device_failed
+                .as_ref()
+                .is_none_or(|l| l.run.verified())
     }
 
     /// The human-readable table.
@@ -223,6 +294,7 @@ impl BranchReport {
             cell(fl.healthy, self.healthy.flushes),
             cell(fl.failed, self.failed.flushes)
         );
+        self.write_log_device_failed(&mut s);
         let rb = &f.rebuild;
         let pace = match (
             self.setup["rebuild_min_mib_s"].as_f64(),
@@ -256,19 +328,49 @@ impl BranchReport {
             .collect();
         let _ = writeln!(
             s,
-            "  the seed (vSAN hybrid, an SSD failed mid-run, an hour): {}, nothing lost; not modelled here yet: its SSD tier (raidcore has no log device, so flushes wait for the HDDs)",
+            "  the seed (vSAN hybrid, an SSD failed mid-run, an hour): {}, nothing lost",
             seed.join(", ")
         );
         let _ = writeln!(
             s,
             "branch office verification: {}",
             if self.verified() {
-                "PASSED (every block of both runs read back as written)"
+                "PASSED (every block of every run read back as written)"
             } else {
                 "FAILED"
             }
         );
         s
+    }
+
+    /// The line of the run with the log device failed, if there was one.
+    fn write_log_device_failed(&self, s: &mut String) {
+        let Some(l) = &self.log_device_failed else {
+            return;
+        };
+        let each: Vec<String> = l
+            .workloads
+            .iter()
+            .map(|w| {
+                let slow = w
+                    .slowdown_percent
+                    .map_or_else(|| "n/a".to_string(), |p| format!("{p:.1} %"));
+                format!("{} {:.2} ({slow})", w.workload, w.value)
+            })
+            .collect();
+        let lost: u64 = l.workloads.iter().map(|w| w.blocks_lost).sum();
+        let at = l
+            .run
+            .rebuild
+            .failed_at_s
+            .map_or_else(String::new, |t| format!(" at {t:.2} s"));
+        let _ = writeln!(
+            s,
+            "  log device failed{at} instead: {}; flush p50 / p99 {:.2} / {:.2} ms; {lost} blocks lost",
+            each.join(", "),
+            l.flush_latency_ms.p50,
+            l.flush_latency_ms.p99
+        );
     }
 }
 
@@ -293,10 +395,28 @@ pub fn run(
         progress,
     )?;
     let f = one_run(opts, &base.join("failed"), &data, false, "failed", progress)?;
+    let log_opts = SimOptions {
+        fail_log_device: true,
+        ..opts.clone()
+    };
+    let l = match opts.log_device {
+        Some(_) => Some(one_run(
+            &log_opts,
+            &base.join("log-device-failed"),
+            &data,
+            false,
+            "log device failed",
+            progress,
+        )?),
+        None => None,
+    };
     let mut setup = opts.setup_json(&data);
     setup["seed"] = opts.seed.into();
+    let log = opts.log_device.map_or(String::new(), |m| {
+        format!(" + {} log device", model_name(m))
+    });
     setup["describe"] = format!(
-        "{} over {} x {} {} + {} hot spare, {} LUNs of {}",
+        "{} over {} x {} {} + {} hot spare{log}, {} LUNs of {}",
         opts.level.name(),
         opts.disks,
         format_bytes(opts.disk_bytes),
@@ -309,6 +429,14 @@ pub fn run(
     Ok(BranchReport::new(
         RunReport::new("healthy", "no failure", name, &h),
         RunReport::new("failed", "a member failed mid-run", name, &f),
+        l.map(|l| {
+            RunReport::new(
+                "log device failed",
+                "the log device failed mid-run",
+                name,
+                &l,
+            )
+        }),
         setup,
     ))
 }

@@ -85,6 +85,9 @@ pub struct SimCreateArgs {
     /// Device model of the disks: memory, hdd10k, ssd, nvme, sd or nvram.
     #[arg(long, value_parser = model_arg, default_value = "memory")]
     pub model: ModelKind,
+    /// Device model of the log device (`--log-device`; default: the disks').
+    #[arg(long, value_parser = model_arg)]
+    pub log_model: Option<ModelKind>,
 }
 
 /// Options of `sim`.
@@ -148,6 +151,13 @@ pub struct RunArgs {
     /// Device model: memory, hdd10k, ssd, nvme, sd or nvram.
     #[arg(long, value_parser = model_arg, default_value = "hdd10k")]
     pub model: ModelKind,
+    /// A dedicated intent-log device of this model (ssd, nvme, nvram, …): flushes complete
+    /// once it holds their data. Default: none for the voice runs, ssd for the branch office.
+    #[arg(long, value_parser = model_arg)]
+    pub log_device: Option<ModelKind>,
+    /// At `--fail-at`, the log device dies instead of a member (with `--log-device`).
+    #[arg(long)]
+    pub fail_log_device: bool,
     /// Block content: `real` (files of this machine) or `synthetic:<percent compressible>`.
     #[arg(long, value_parser = DataKind::parse, default_value = "real")]
     pub data: DataKind,
@@ -286,7 +296,8 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
                 model: Some(a.model),
                 ..HwOptions::default()
             };
-            pool_cli::create::run::<SimMembers>(&a.pool, &hw, con)
+            let log_model = a.log_model.map(crate::pooldir::model_name);
+            pool_cli::create::run_with_log_model::<SimMembers>(&a.pool, &hw, log_model, con)
         }
         Cmd::Status(a) => pool_cli::status::run::<SimMembers>(&a, &&pool_hw(), con),
         Cmd::Fail(a) => pool_cli::fail::run::<SimMembers>(&a, &pool_hw(), con),
@@ -339,6 +350,11 @@ pub fn sim_options(r: &RunArgs, kind: WorkloadKind) -> Result<SimOptions, Failur
     }
     workload.read_percent = r.read_percent;
     workload.rate_per_stream = r.rate;
+    if r.fail_log_device && r.log_device.is_none() {
+        return Err(Failure::Error(
+            "--fail-log-device needs --log-device (the pool has no log device to fail)".into(),
+        ));
+    }
     let us = |x: f64| (x.max(0.0) * 1e3).round() as u64;
     Ok(SimOptions {
         workload,
@@ -364,6 +380,8 @@ pub fn sim_options(r: &RunArgs, kind: WorkloadKind) -> Result<SimOptions, Failur
         seed: r.seed,
         keep_dir: r.keep_dir.clone(),
         bucket_ns: r.bucket_ms.max(1) * NS_PER_MS,
+        log_device: r.log_device,
+        fail_log_device: r.fail_log_device,
     })
 }
 

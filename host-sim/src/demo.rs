@@ -87,7 +87,17 @@ pub struct SimOptions {
     pub keep_dir: Option<PathBuf>,
     /// Timeline bucket, in nanoseconds.
     pub bucket_ns: u64,
+    /// A dedicated intent-log device of this model ([`LOG_DEVICE_FILE`] in the pool's
+    /// directory); `None`: the intent log is on the members.
+    pub log_device: Option<ModelKind>,
+    /// At `fail_at_permille`, the log device dies instead of a member.
+    pub fail_log_device: bool,
 }
+
+/// The log device's file in a run's pool directory (not an image: `disk<N>.img` are).
+pub const LOG_DEVICE_FILE: &str = "log-device.img";
+/// Its size: the labels and the intent-log ring (which fills the device, up to 16 MiB).
+pub const LOG_DEVICE_BYTES: u64 = 16 << 20;
 
 impl SimOptions {
     /// The demo's defaults (see the module docs).
@@ -117,6 +127,8 @@ impl SimOptions {
             seed: 1,
             keep_dir: None,
             bucket_ns: 50 * NS_PER_MS,
+            log_device: None,
+            fail_log_device: false,
         }
     }
 
@@ -170,6 +182,8 @@ impl SimOptions {
             "cpu_us_per_block": self.cpu_ns_per_block as f64 / 1e3,
             "read_percent": self.workload.read_percent,
             "rate_per_stream": self.workload.rate_per_stream,
+            "log_device": self.log_device.map(model_name),
+            "fail_log_device": self.fail_log_device,
             "baseline": "max_extent_blocks 1 and every write FUA (write-through): each 4 KiB write waits for intent-log copies on m+1 members",
         })
     }
@@ -177,8 +191,11 @@ impl SimOptions {
     /// One-line description for progress output.
     #[must_use]
     pub fn describe(&self) -> String {
+        let log = self.log_device.map_or(String::new(), |m| {
+            format!(" + {} log device", model_name(m))
+        });
         format!(
-            "{} on {} x {} {} ({} + {} spare), {} LUNs of {}",
+            "{} on {} x {} {} ({} + {} spare{log}), {} LUNs of {}",
             self.workload.kind,
             self.disks,
             format_bytes(self.disk_bytes),
@@ -240,6 +257,11 @@ pub(crate) fn one_run(
         ..hw
     };
     let mut dp = DirPool::create(dir, &create, &with_model).map_err(|e| e.to_string())?;
+    if let Some(m) = opts.log_device {
+        let path = dir.join(LOG_DEVICE_FILE);
+        dp.add_log_device(&path, Some(LOG_DEVICE_BYTES), Some(model_name(m)))
+            .map_err(|e| format!("the {label} pool's log device: {e}"))?;
+    }
     let mut rng = ChaCha8Rng::seed_from_u64(opts.seed ^ 0xfa11);
     let slot = rng.random_range(0..opts.disks);
     let run_cfg = RunConfig {
@@ -247,6 +269,7 @@ pub(crate) fn one_run(
         fail: opts.fail_at_permille.map(|p| FailPlan {
             at_ns: opts.duration_ns / 1000 * u64::from(p),
             slot,
+            log_device: opts.fail_log_device,
         }),
         rebuild_share_permille: opts.rebuild_share_permille,
         engine_paced: opts.background.is_some(),

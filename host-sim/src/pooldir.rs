@@ -100,6 +100,8 @@ pub struct SimMembers {
     pub tracker: IoTracker,
     /// Handles by image number (`None` for images not opened).
     pub handles: Vec<Option<MemberHandles>>,
+    /// The dedicated intent-log device's handles, if the pool has one open, and its model.
+    pub log_device: Option<(MemberHandles, ModelKind)>,
 }
 
 impl From<&HwOptions> for SimMembers {
@@ -110,6 +112,7 @@ impl From<&HwOptions> for SimMembers {
             clock: SimClock::new(),
             tracker: IoTracker::new(),
             handles: Vec::new(),
+            log_device: None,
         }
     }
 }
@@ -156,7 +159,31 @@ impl Members for SimMembers {
     fn member(&mut self, number: usize, image: FileDisk) -> SimMember {
         self.wrap(number, image)
     }
+
+    /// Times the log device with `model` (`None`: the members'), on the members' clock and
+    /// tracker, so a flush waits for it as for a member; its faults are seeded
+    /// [`LOG_DEVICE_SEED`] after the members'.
+    fn log_device(&mut self, image: FileDisk, model: Option<&str>) -> Result<SimMember, DirError> {
+        let kind = match model {
+            Some(m) => parse_model(m).map_err(DirError::Invalid)?,
+            None => self.model,
+        };
+        let (m, h) = sim_member(
+            image,
+            kind.build(),
+            self.hw.seed.wrapping_add(LOG_DEVICE_SEED),
+            self.hw.faults,
+            &self.clock,
+            &self.tracker,
+        );
+        self.log_device = Some((h, kind));
+        Ok(m)
+    }
 }
+
+/// What the log device's fault generator adds to [`HwOptions::seed`] (members add their
+/// image number).
+pub const LOG_DEVICE_SEED: u64 = 1 << 20;
 
 /// A pool like a [`DirPool`], but on sparse memory disks ([`MemDisk`]) instead of image files:
 /// nothing touches the file system, and everything is lost when the value is dropped. There is

@@ -73,6 +73,9 @@ pub struct FailPlan {
     pub at_ns: u64,
     /// Member slot that dies (its image stops answering, as a pulled drive).
     pub slot: usize,
+    /// The pool's log device dies instead of member `slot` (nothing to rebuild: the intent
+    /// log goes back to the members).
+    pub log_device: bool,
 }
 
 /// How to run a workload.
@@ -217,9 +220,9 @@ pub struct RunResult {
     pub timeline: Vec<Bucket>,
     /// Bucket width, in nanoseconds.
     pub bucket_ns: u64,
-    /// When the member failed.
+    /// When the member (or the log device) failed.
     pub fail_ns: Option<u64>,
-    /// The slot that failed.
+    /// The slot that failed (none when the log device did).
     pub fail_slot: Option<usize>,
     /// When the pool started the rebuild (took the spare).
     pub rebuild_start_ns: Option<u64>,
@@ -601,12 +604,16 @@ pub fn run(
             Ev::Fail(slot) => {
                 fail_at = None;
                 fail_ns = Some(t);
+                let log_device = cfg.fail.is_some_and(|f| f.log_device);
                 let spares = usize::from(dp.pool.status().spares);
-                expect_rebuild = spares > 0;
-                if let Some(h) = dp
-                    .image_of_slot(slot)
-                    .and_then(|n| dp.members.handles[n].as_ref())
-                {
+                expect_rebuild = spares > 0 && !log_device;
+                let h = if log_device {
+                    dp.members.log_device.as_ref().map(|(h, _)| h)
+                } else {
+                    dp.image_of_slot(slot)
+                        .and_then(|n| dp.members.handles[n].as_ref())
+                };
+                if let Some(h) = h {
                     h.fault.inject(Fault::Fail);
                 }
                 if expect_rebuild {
@@ -921,7 +928,11 @@ pub fn run(
         timeline,
         bucket_ns,
         fail_ns: fail_ns.map(|f| f - t0),
-        fail_slot: cfg.fail.map(|f| f.slot).filter(|_| fail_ns.is_some()),
+        fail_slot: cfg
+            .fail
+            .filter(|f| !f.log_device)
+            .map(|f| f.slot)
+            .filter(|_| fail_ns.is_some()),
         rebuild_start_ns: rebuild_start.map(|r| r - t0),
         rebuild_done_ns: rebuild_done.map(|r| r - t0),
         rebuild_stripes,

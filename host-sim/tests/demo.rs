@@ -188,8 +188,26 @@ fn branch_office_compares_healthy_and_failed_runs_and_loses_nothing() {
     );
     assert_eq!(b.failed.final_health, "online");
     assert!(b.flush_latency_ms.healthy.p50 > 0.0, "SQL commits flush");
+    // The seed's SSD tier is an SSD log device, and its failure mid-run loses nothing.
+    assert_eq!(b.setup["log_device"], "ssd");
+    let l = b
+        .log_device_failed
+        .as_ref()
+        .expect("a run with the log device failed");
+    assert!(l.run.verified(), "{:?}", l.run.errors);
+    assert_eq!(l.run.rebuild.failed_disk, None, "no member failed");
+    assert_eq!(l.workloads.len(), 3);
+    assert!(l.workloads.iter().all(|w| w.blocks_lost == 0), "{l:?}");
+    // A flush that fills no stripe waits for the SSD alone: a 10K RPM member is milliseconds.
+    assert!(
+        b.flush_latency_ms.healthy.p50 < 1.0,
+        "{:?}",
+        b.flush_latency_ms
+    );
     let text = b.to_text();
     assert!(text.contains("sql (4, LUN 0) transactions/s"), "{text}");
+    assert!(text.contains("ssd log device"), "{text}");
+    assert!(text.contains("log device failed at"), "{text}");
     assert!(text.contains("PASSED"), "{text}");
 }
 

@@ -79,6 +79,11 @@ impl<D: BlockDevice> LogDevice<D> {
         with_retries(self.retries, || disk.read(lba, buf)).0
     }
 
+    /// Its blocks (0 when it is not here).
+    pub fn block_count(&self) -> u64 {
+        self.disk.as_ref().map_or(0, BlockDevice::block_count)
+    }
+
     /// Its block size in bytes.
     pub fn block_bytes(&self) -> usize {
         self.disk

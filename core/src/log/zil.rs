@@ -61,6 +61,9 @@ impl ZilRef {
     }
 }
 
+/// Most ring slots of a log device (16 MiB): import reads the whole ring twice.
+pub(crate) const LOG_DEVICE_RING_MAX: u32 = 4096;
+
 /// Capacity for the records of one stripe with all their copies.
 pub(crate) const ZIL_REFS: usize = MAX_RECORDS_PER_STRIPE as usize * MAX_COPIES;
 
@@ -141,6 +144,23 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
         self.log.zil_slots().saturating_sub(FLUSH_MARK_SLOTS)
     }
 
+    /// Ring slots of member `disk`, or of the log device ([`ON_LOG_DEVICE`]): its ring fills
+    /// the device after the label slots, less the flush-mark slots, at most
+    /// [`LOG_DEVICE_RING_MAX`] (what import reads), never less than a member's.
+    fn ring_slots_of(&self, disk: u8) -> u32 {
+        let member = self.zil_ring_slots();
+        if disk != ON_LOG_DEVICE {
+            return member;
+        }
+        let Some(d) = self.slog.as_deref() else {
+            return member;
+        };
+        let per = (SLOT_BYTES / d.block_bytes().max(1)) as u64;
+        let slots = d.block_count() / per.max(1);
+        let ring = slots.saturating_sub(2 + u64::from(ROOT_SLOTS) + u64::from(FLUSH_MARK_SLOTS));
+        (ring.min(u64::from(LOG_DEVICE_RING_MAX)) as u32).max(member)
+    }
+
     /// After a flush completed: writes a [`FlushMark`] naming the log position it made durable
     /// to as many writable members as an intent-log record goes to (the level's tolerance plus
     /// one), unless the last mark already names that position, and flushes those members: the
@@ -191,13 +211,15 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
             durable: at.1,
             mark_seq,
         };
-        let mark_slot = self.zil_ring_slots() + (mark_seq % 2) as u32;
+        let which = (mark_seq % 2) as u32;
         let slot = self.item.get_mut(..SLOT_BYTES).ok_or(bug!(IoError))?;
         slot.fill(0);
         mark.encode(slot).map_err(IoError::Corrupt)?;
         self.log.zil.mark_seq = mark_seq.wrapping_add(1);
-        let on_device = log_device && self.mark_on_log_device(mark_slot);
-        if !on_device && !self.mark_on_members(mark_seq, mark_slot, copies)? {
+        let device_slot = self.ring_slots_of(ON_LOG_DEVICE) + which;
+        let on_device = log_device && self.mark_on_log_device(device_slot);
+        let member_slot = self.zil_ring_slots() + which;
+        if !on_device && !self.mark_on_members(mark_seq, member_slot, copies)? {
             // No copy durable: the flush is not acknowledged.
             return Err(IoError::Faulted);
         }
@@ -319,12 +341,18 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
         Ok((total, slots))
     }
 
+    /// Whether the pool has a working log device.
+    pub fn log_device_online(&self) -> bool {
+        self.slog.as_ref().is_some_and(|d| d.online())
+    }
+
     /// Makes the open stripe's unflushed bytes durable through intent-log records: on the
-    /// log device when the pool has one that works, else on the members' rings. Returns
-    /// `Ok(false)` when the records do not fit (too many for this stripe, or the rings are
-    /// full); the caller then seals the stripe instead.
+    /// log device when the pool has one that works (flushed even with nothing new, so a dead
+    /// device is found while its records are still in memory), else on the members' rings.
+    /// Returns `Ok(false)` when the records do not fit (too many for this stripe, or the
+    /// rings are full); the caller then seals the stripe instead.
     pub fn zil_write(&mut self) -> Result<bool, IoError> {
-        if self.slog.as_ref().is_some_and(|s| s.online()) {
+        if self.log_device_online() {
             if self.zil_write_log_device()? {
                 return Ok(true);
             }
@@ -339,19 +367,21 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
     /// the device failed or the records do not fit.
     fn zil_write_log_device(&mut self) -> Result<bool, IoError> {
         let Some((from, fill, chunk_max)) = self.zil_pending() else {
-            return Ok(true);
+            // Nothing new, but the device may hold records of the open stripe: a flush finds
+            // out now whether it still answers, not at the next power cut.
+            return Ok(self.slog.as_deref_mut().is_some_and(|d| d.flush().is_ok()));
         };
-        let ring = self.zil_ring_slots();
+        let ring = self.ring_slots_of(ON_LOG_DEVICE);
         let records = (fill - from).div_ceil(chunk_max.max(1)) as u32;
         if chunk_max == 0 || self.log.zil_records + records > MAX_RECORDS_PER_STRIPE {
-            return Ok(false);
+            return Ok(self.log_device_full());
         }
         let mut off = from;
         while off < fill {
             let len = chunk_max.min(fill - off);
             let (total, slots) = self.zil_record(off, len)?;
             let Some(start) = self.log.zil.slog_ring.place(slots, ring) else {
-                return Ok(false);
+                return Ok(self.log_device_full());
             };
             let Some(dev) = self.slog.as_deref_mut() else {
                 return Ok(false);
@@ -370,6 +400,16 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
         }
         self.log.zil_done = fill;
         Ok(true)
+    }
+
+    /// The log device cannot take this flush's records (its ring is full, or the stripe has
+    /// too many): the members' rings take them. The device is flushed anyway, so that a dead
+    /// one is still found (and recorded) at this flush. Always `false`.
+    fn log_device_full(&mut self) -> bool {
+        if let Some(d) = self.slog.as_deref_mut() {
+            let _ = d.flush();
+        }
+        false
     }
 
     /// [`Self::zil_write`] to the members' rings: `copies` members per record.
@@ -534,7 +574,7 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
         newest: &mut Option<(u64, u64)>,
         replay: &mut Replay,
     ) {
-        let zil_slots = self.zil_ring_slots();
+        let zil_slots = self.ring_slots_of(d);
         let sdb = self.log.sdb;
         let mut slot = 0;
         while slot < zil_slots {
@@ -583,13 +623,13 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
     /// are numbered after every mark found.
     fn newest_mark(&mut self, min_stripe_seq: u64) -> Option<FlushMark> {
         let n = self.array.geometry().disks() as u8;
-        let zil_slots = self.zil_ring_slots();
         let sdb = self.log.sdb;
         let dev = self.slog.as_ref().is_some_and(|d| d.disk.is_some());
         let mut best: Option<FlushMark> = None;
         for d in (0..n).chain(dev.then_some(ON_LOG_DEVICE)) {
+            let marks_at = self.ring_slots_of(d);
             for k in 0..FLUSH_MARK_SLOTS {
-                if self.ring_read_item(d, zil_slots + k, SLOT_BYTES).is_err() {
+                if self.ring_read_item(d, marks_at + k, SLOT_BYTES).is_err() {
                     continue;
                 }
                 let Ok(m) = FlushMark::decode(self.item, sdb) else {

@@ -47,12 +47,13 @@ pub(super) struct Assembled<D, const N: usize> {
 type Candidate<D> = (D, usize, u64, u8);
 
 /// The pool's log device as the configuration `newest` names it, with its disk `given`:
-/// one recorded failed stays failed; a missing one refuses the import unless forced, and is
-/// then failed (recorded by the configuration import writes).
+/// one recorded failed stays failed; a missing one refuses the import unless `missing_ok`
+/// (a forced import, or a look), and is then failed (recorded by the configuration a forced
+/// import writes).
 fn log_device<D: BlockDevice>(
     newest: &Superblock,
     given: Option<D>,
-    opts: &ImportOptions,
+    missing_ok: bool,
     retries: u8,
 ) -> Result<Option<LogDevice<D>>, OpenError> {
     let Some(rec) = newest.log_device else {
@@ -61,7 +62,7 @@ fn log_device<D: BlockDevice>(
     let online = rec.state == DiskState::Online;
     match given {
         Some(disk) if online => return Ok(Some(LogDevice::new(disk, rec.guid, retries))),
-        None if online && !opts.force => {
+        None if online && !missing_ok => {
             return Err(OpenError::MissingLogDevice { guid: rec.guid });
         }
         _ => {}
@@ -336,7 +337,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         mem: M,
     ) -> Result<(Self, ImportReport), OpenError> {
         let mut report = ImportReport::default();
-        let mut pool = Self::open_members(disks, &opts, &mut report, mem)?;
+        let mut pool = Self::open_members(disks, &opts, &mut report, mem, false)?;
         // A forced import's members taken back may have missed map pages the newest root
         // names: it walks the map, and a rewind prefers a root whose map reads whole.
         let walk = match (report.forced.is_empty(), opts.rewind) {
@@ -359,11 +360,13 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
 
     /// Finds and assembles the members among `disks` (refusing the pool when a disk is
     /// refused, unless `opts.skip_refused`): the pool on them, no checkpoint read yet.
+    /// `look`: only to read its last checkpoint, which needs no log device.
     pub(super) fn open_members(
         disks: impl IntoIterator<Item = D>,
         opts: &ImportOptions,
         report: &mut ImportReport,
         mem: M,
+        look: bool,
     ) -> Result<Self, OpenError> {
         let found = discover::<D, N>(disks, report)?;
         let a = assemble(found, opts.force, report)?;
@@ -372,7 +375,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         {
             return Err(*e);
         }
-        Self::from_members(a, opts, report, mem)
+        Self::from_members(a, opts, report, mem, look)
     }
 
     /// The pool of the assembled members, nothing read yet.
@@ -381,6 +384,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         opts: &ImportOptions,
         report: &mut ImportReport,
         mut mem: M,
+        look: bool,
     ) -> Result<Self, OpenError> {
         let newest = a.newest;
         let geo = newest.geometry;
@@ -425,7 +429,8 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
                 + 1,
         };
         let mut pool = Self::new_pool(array, a.spares, cfg, conf, &[], mem);
-        pool.members.slog = log_device(&newest, a.slog, opts, cfg.array.retries)?;
+        let missing_ok = opts.force || look;
+        pool.members.slog = log_device(&newest, a.slog, missing_ok, cfg.array.retries)?;
         // Recorded states are the newest configuration's (missing members show as changes).
         let recorded: Vec<DiskState, 32> = newest.members.iter().map(|m| m.state).collect();
         pool.members.set_recorded(&recorded);

@@ -47,6 +47,7 @@ use crate::format::{
     self, LUN_NAME_MAX, MAX_EXTENT_BYTES, PoolLayout, ROOT_SLOTS, SLOT_BYTES, SegEntry, SegState,
     Superblock,
 };
+use crate::log::slog::LogDevice;
 use crate::log::{Log, LogIo, Pass};
 use crate::raid::{Array, ArrayConfig, Geometry, GeometryError, Level};
 use crate::volume::extent::{Encoder, ExtentCache};
@@ -66,7 +67,7 @@ pub use crate::format::{BadRange, Counters, FormatError, LUN_BLOCK, MapEntry, Me
 pub use crate::volume::luns::LunError;
 pub use pace::BackgroundPolicy;
 pub use peek::Peek;
-pub use slog::LogDeviceStatus;
+pub use slog::{LogDeviceState, LogDeviceStatus};
 pub use status::{DiskStatus, Health, MaintenanceReport, Status};
 
 /// Settings of a pool. The first group is fixed at creation (recorded in the superblocks); the
@@ -592,6 +593,8 @@ pub struct Pool<
     write_lost: bool,
     /// Suspended by a host condition until [`Pool::resume`].
     suspended: Option<raidcore_hal::ErrorKind>,
+    /// A write made stripes durable (with a log device) that no flush mark names yet.
+    stripes_unmarked: bool,
     mem: M,
 }
 
@@ -935,6 +938,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             pace: pace::Pace::default(),
             write_lost: false,
             suspended: None,
+            stripes_unmarked: false,
             mem,
         }
     }
@@ -1221,6 +1225,14 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         self.session_client_bytes += data.len() as u64;
         if fua {
             self.flush_all()?;
+        } else if self.log.has_unflushed_stripes()
+            && self.members.slog.as_ref().is_some_and(LogDevice::online)
+        {
+            // With a log device a flush should wait for it alone: the stripes this write
+            // filled are made durable on the members now, with their own writes, not by the
+            // next flush (which still leaves a mark naming them).
+            self.flush_stripes()?;
+            self.stripes_unmarked = true;
         }
         Ok(())
     }
@@ -1486,7 +1498,16 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
     /// The flush's or checkpoint's error; [`IoError::Faulted`] for a faulted pool, which can
     /// make nothing durable (writes acknowledged since its last flush are lost; a success here
     /// would say otherwise). [`Pool::into_parts`] takes a faulted pool apart.
-    pub fn shutdown(mut self) -> Result<PoolParts<D, M, N>, IoError> {
+    pub fn shutdown(self) -> Result<PoolParts<D, M, N>, IoError> {
+        Ok(self.shutdown_with_log_device()?.0)
+    }
+
+    /// [`Pool::shutdown`], handing back the dedicated intent-log device's disk too (if it is
+    /// attached), as [`Pool::into_parts_with_log_device`] does.
+    ///
+    /// # Errors
+    /// As [`Pool::shutdown`].
+    pub fn shutdown_with_log_device(mut self) -> Result<(PoolParts<D, M, N>, Option<D>), IoError> {
         self.serving()?;
         self.flush_all()?;
         self.write_checkpoint()?;
@@ -1494,7 +1515,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             self.io()?.write_checkpoint_mark()?;
             self.after_membership_change()?;
         }
-        Ok(self.into_parts())
+        Ok(self.into_parts_with_log_device())
     }
 
     /// Hands back the disks and arena without writing anything (what a power cut leaves, for
@@ -1538,12 +1559,15 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         if crate::mutate::active(crate::mutate::Mutation::EarlyFlush) {
             return Ok(());
         }
-        // Whether this flush made whole stripes durable (a flush mark is due, see below).
+        // Whether whole stripes became durable since the last flush (a flush mark is due, see
+        // below): by this flush, or by a write's (with a log device).
         let mut stripes = self.log.has_unflushed_stripes();
         if stripes {
             self.flush_stripes()?;
         }
-        if self.log.open_bytes_unlogged() && !self.io()?.zil_write()? {
+        stripes |= self.stripes_unmarked;
+        let log_device = self.members.slog.as_ref().is_some_and(LogDevice::online);
+        if (self.log.open_bytes_unlogged() || log_device) && !self.io()?.zil_write()? {
             self.io()?.seal_stripe()?;
             self.flush_stripes()?;
             stripes = true;
@@ -1563,6 +1587,7 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         if stripes || !self.array.not_in_sync().is_empty() {
             self.io()?.write_flush_mark()?;
         }
+        self.stripes_unmarked = false;
         Ok(())
     }
 

@@ -47,7 +47,8 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         mem: M,
     ) -> Result<(Peek<D, M, N, L, P, S>, ImportReport), OpenError> {
         let mut report = ImportReport::default();
-        let mut pool = Self::open_members(disks, &opts, &mut report, mem)?;
+        // A look replays nothing, so a missing log device holds nothing it needs.
+        let mut pool = Self::open_members(disks, &opts, &mut report, mem, true)?;
         let (root, _, _) = pool.find_root(MapWalk::Skip)?;
         pool.ckpt.root_gen = root.root_gen;
         pool.counters = root.counters;

@@ -6,8 +6,9 @@ use raidcore_hal::BlockDevice;
 
 use super::{AdminError, Health, Pool, label_blocks};
 use crate::error::IoError;
-use crate::format::SLOT_BYTES;
+use crate::format::{FLUSH_MARK_SLOTS, ROOT_SLOTS, SLOT_BYTES};
 use crate::log::slog::{LogDevice, ON_LOG_DEVICE};
+use crate::log::zil::LOG_DEVICE_RING_MAX;
 use crate::raid::ArrayError;
 
 /// What [`super::Status::log_device`] shows of the pool's dedicated intent-log device.
@@ -16,11 +17,23 @@ use crate::raid::ArrayError;
 pub struct LogDeviceStatus {
     /// Its GUID.
     pub guid: u64,
-    /// Flushes go to it. `false` once it failed, or when a forced import went on without it:
-    /// the intent log is then on the members' rings, as in a pool without one.
-    pub online: bool,
-    /// Its disk is attached (a forced import without it, or a removal, leaves it out).
-    pub present: bool,
+    /// Where it stands.
+    pub state: LogDeviceState,
+}
+
+/// Where a pool's dedicated intent-log device stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum LogDeviceState {
+    /// Flushes go to it.
+    Online,
+    /// It failed (under I/O, or a forced import went on without it) and the configuration
+    /// records so: the intent log is on the members' rings, as in a pool without one, and
+    /// nothing was lost.
+    Failed,
+    /// The configuration names it working and it was not given: only a look
+    /// ([`super::Pool::peek`]) opens a pool so; an import refuses it unless forced.
+    Missing,
 }
 
 impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: usize, const S: usize>
@@ -30,8 +43,9 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
     /// fast device (SSD, NVMe, NVRAM) that takes the intent log's records and flush marks,
     /// so a flush or FUA write completes once it holds the data; stripes are still written
     /// whole to the members. It replaces a log device that failed. `disk` needs room for the
-    /// label area and the intent-log ring (`zil_slots` 4 KiB slots plus three); its ring is
-    /// zeroed first, so nothing another pool or an earlier use left there is replayed.
+    /// label area and a member's intent-log ring (`zil_slots` 4 KiB slots plus ten); its ring
+    /// fills the device, up to 4096 slots (16 MiB), and is zeroed first, so nothing another
+    /// pool or an earlier use left there is replayed.
     ///
     /// Errors: [`AdminError::Faulted`]; [`AdminError::LogDevicePresent`] when a working one
     /// is attached; [`AdminError::DiskMismatch`] for a device too small or with blocks larger
@@ -50,6 +64,10 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         }
         let zeros = [0u8; SLOT_BYTES];
         let per = (SLOT_BYTES / bs.bytes()) as u64;
+        // The whole ring, as far as import reads it.
+        let ring_end = (2 + u64::from(ROOT_SLOTS) + u64::from(LOG_DEVICE_RING_MAX))
+            + u64::from(FLUSH_MARK_SLOTS);
+        let need = disk.block_count().min(ring_end * per).max(need);
         let device = |kind| {
             IoError::Device(ArrayError::Disk {
                 disk: ON_LOG_DEVICE,
@@ -99,8 +117,13 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
     pub(super) fn log_device_status(&self) -> Option<LogDeviceStatus> {
         self.members.slog.as_ref().map(|d| LogDeviceStatus {
             guid: d.guid,
-            online: d.online(),
-            present: d.disk.is_some(),
+            state: if d.online() {
+                LogDeviceState::Online
+            } else if d.disk.is_none() && d.failed_by.is_some() {
+                LogDeviceState::Missing
+            } else {
+                LogDeviceState::Failed
+            },
         })
     }
 }

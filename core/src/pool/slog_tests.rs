@@ -72,8 +72,7 @@ fn a_flush_writes_only_the_log_device_and_survives_a_crash_through_it() {
     assert!(rep.zil_records >= 1, "{rep:?}");
     assert_eq!(read(&mut p, lun, 0), block(1));
     assert_eq!(read(&mut p, lun, 1), block(2));
-    let st = p.status().log_device.unwrap();
-    assert!(st.online && st.present, "{st:?}");
+    assert_eq!(p.status().log_device.unwrap().state, LogDeviceState::Online);
 }
 
 #[test]
@@ -87,11 +86,11 @@ fn a_missing_log_device_refuses_the_import_unless_forced_and_is_then_failed() {
     );
     let (p, _) = pool_with_log_device();
     let (p, _) = crash_and_import(p, false, true).unwrap();
-    let st = p.status().log_device.unwrap();
-    assert!(!st.online && !st.present, "{st:?}");
+    let failed = Some(LogDeviceState::Failed);
+    assert_eq!(p.status().log_device.map(|d| d.state), failed);
     // Recorded failed: the next import does not wait for it.
     let (p, _) = crash_and_import(p, false, false).unwrap();
-    assert!(!p.status().log_device.unwrap().online);
+    assert_eq!(p.status().log_device.map(|d| d.state), failed);
 }
 
 /// Block 0's only copy was the device's record when it died: the flush that found it dead
@@ -102,7 +101,8 @@ fn a_log_device_failing_mid_run_loses_nothing() {
     log_device(&mut p).failed = true;
     p.write(lun, 1, &block(2), false).unwrap();
     p.flush().unwrap();
-    assert!(!p.status().log_device.unwrap().online);
+    let state = p.status().log_device.map(|d| d.state);
+    assert_eq!(state, Some(LogDeviceState::Failed));
     let failed = p
         .events()
         .iter()

@@ -52,6 +52,19 @@ pub fn execute<M: Members>(dp: &mut PoolDir<M>, req: &Request) -> Reply {
     reply
 }
 
+/// `log add` or `log remove`; the note saying what was done.
+fn log_device<M: Members>(dp: &mut PoolDir<M>, req: &Request) -> Result<String, DirError> {
+    if let Request::LogAdd { path, size_bytes } = req {
+        dp.add_log_device(path, Some(*size_bytes), None)?;
+        return Ok(format!("{} added as the log device", path.display()));
+    }
+    let path = dp.remove_log_device()?;
+    let name = path.map_or_else(|| "the log device".into(), |p| p.display().to_string());
+    Ok(format!(
+        "{name} removed: the intent log is on the members again"
+    ))
+}
+
 fn run<M: Members>(dp: &mut PoolDir<M>, req: &Request) -> Result<Reply, DirError> {
     let mut reply = Reply::done();
     match req {
@@ -89,6 +102,11 @@ fn run<M: Members>(dp: &mut PoolDir<M>, req: &Request) -> Result<Reply, DirError
         Request::SpareAdd { image } => {
             let n = dp.add_spare(image.as_deref())?;
             let note = format!("{} added as a hot spare", crate::dir::image_name(n));
+            dp.note_event(Severity::Info, note.clone());
+            reply.notes.push(note);
+        }
+        Request::LogAdd { .. } | Request::LogRemove => {
+            let note = log_device(dp, req)?;
             dp.note_event(Severity::Info, note.clone());
             reply.notes.push(note);
         }

@@ -755,3 +755,63 @@ fn a_forced_import_of_a_member_that_left_alone_needs_a_rewind() {
     );
     stop(server);
 }
+
+/// A pool with a log device (`create --log-device`): a write and its flush survive the
+/// server's SIGKILL through it; without its file the pool does not open and says which file
+/// (`import --force` goes on without it, recording it failed); `log remove` and `log add`
+/// take it out and put it back.
+#[test]
+fn a_log_device_takes_the_flushes_and_the_pool_waits_for_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let slog = tmp.path().join("slog.img");
+    let s = slog.to_str().unwrap();
+    let shape = ["raid6", "6", "0", "64M", "4M"];
+    let dir = rc::create_with(tmp.path(), &shape, &["--log-device", s, "--sparse"]);
+    let d = dir.to_str().unwrap();
+    assert_eq!(status(d)["log_device"]["state"], "online");
+    assert_eq!(std::fs::metadata(&slog).unwrap().len(), 64 << 20);
+    let sock = tmp.path().join("nbd.sock");
+    let server = serve(d, &sock);
+    qemu_io(&sock, "lun0", &["write -P 0x5a 0 64k", "flush"]);
+    let (_, _) = server.signal(libc::SIGKILL);
+
+    let away = tmp.path().join("slog.away");
+    std::fs::rename(&slog, &away).unwrap();
+    let v = status(d);
+    assert_eq!(v["log_device"]["state"], "missing", "{v}");
+    let out = raidcore(&["import", "--dir", d]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    assert!(err.contains(s) && err.contains("--force"), "{err}");
+    std::fs::rename(&away, &slog).unwrap();
+    let server = serve(d, &sock);
+    qemu_io(&sock, "lun0", &["read -P 0x5a 0 64k"]);
+    stop(server);
+
+    ok(&["log", "remove", "--dir", d]);
+    assert_eq!(status(d)["log_device"], Value::Null);
+    let server = serve(d, &sock);
+    qemu_io(&sock, "lun0", &["write -P 0x6b 64k 64k", "flush"]);
+    let (_, _) = server.signal(libc::SIGKILL);
+    ok(&["log", "add", "--dir", d, "--path", s]);
+    assert_eq!(status(d)["log_device"]["state"], "online");
+    let server = serve(d, &sock);
+    qemu_io(
+        &sock,
+        "lun0",
+        &["read -P 0x5a 0 64k", "read -P 0x6b 64k 64k"],
+    );
+    stop(server);
+
+    // Forced on without it: recorded failed, and the data flushed before is there.
+    std::fs::rename(&slog, &away).unwrap();
+    ok(&["import", "--dir", d, "--force"]);
+    assert_eq!(status(d)["log_device"]["state"], "failed");
+    let server = serve(d, &sock);
+    qemu_io(
+        &sock,
+        "lun0",
+        &["read -P 0x5a 0 64k", "read -P 0x6b 64k 64k"],
+    );
+    stop(server);
+}

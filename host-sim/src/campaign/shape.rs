@@ -57,6 +57,9 @@ pub struct Shape {
     pub idle_close: u64,
     /// Volatile write cache per member, in bytes.
     pub cache_bytes: u64,
+    /// The pool has a dedicated intent-log device (on the same power rail, with its own
+    /// volatile cache), which may die mid-run.
+    pub log_device: bool,
 }
 
 /// Most segments a campaign pool plans for (sizes its segment table).
@@ -151,6 +154,7 @@ impl Shape {
             stripes_per_step,
             idle_close,
             cache_bytes,
+            log_device: log_device_of(seed),
         };
         s.disk_blocks = s.plan_disk_blocks(target_segments);
         s
@@ -204,7 +208,7 @@ impl Shape {
         } else {
             String::new()
         };
-        let unit = unit + &copies;
+        let unit = unit + &copies + if self.log_device { " log=1" } else { "" };
         format!(
             "shape seed={} level={} disks={} spares={} block={} disk_blocks={} strip={} extent={} \
              compress={}{unit} zil={} seg_stripes={} reserved={} cleaner={} step={} idle={} \
@@ -274,6 +278,8 @@ impl Shape {
             stripes_per_step: get("step")? as u32,
             idle_close: get("idle")?,
             cache_bytes: get("cache")?,
+            // Histories written before log devices had none.
+            log_device: kv.get("log").map_or(Ok(0), |_| get("log"))? != 0,
         })
     }
 }
@@ -286,6 +292,12 @@ fn copies_of(seed: u64) -> u8 {
     } else {
         1
     }
+}
+
+/// Whether seed `seed`'s pool has a log device: a quarter of the seeds, worked out from the
+/// seed as [`unit_of`] is.
+fn log_device_of(seed: u64) -> bool {
+    seed.wrapping_mul(0xa076_1d64_78bd_642f) >> 62 == 0
 }
 
 /// The compression unit of seed `seed`'s pool with extents of `max` blocks: the whole extent

@@ -113,6 +113,8 @@ pub enum Step {
     },
     /// A blank hot spare is added.
     AddSpare,
+    /// The pool's log device dies (and the pool's next flush, at once, finds it dead).
+    FailLog,
     /// Latent sector errors on `blocks` member blocks of `slot` (a recently written block).
     Medium {
         /// Member slot.
@@ -246,6 +248,7 @@ impl fmt::Display for Step {
                 write!(f, "stale_copy slot={slot} shuffle={shuffle}")
             }
             Step::AddSpare => f.write_str("add_spare"),
+            Step::FailLog => f.write_str("fail_log"),
             Step::Medium {
                 slot,
                 pick,
@@ -351,6 +354,7 @@ impl std::str::FromStr for Step {
                 shuffle: n("shuffle")? as u32,
             },
             "add_spare" => Step::AddSpare,
+            "fail_log" => Step::FailLog,
             "medium" => Step::Medium {
                 slot: n("slot")? as u8,
                 pick: n("pick")? as u32,
@@ -402,6 +406,7 @@ impl Step {
         matches!(
             self,
             Step::Fail { .. }
+                | Step::FailLog
                 | Step::Return { .. }
                 | Step::Replace { .. }
                 | Step::Online { .. }
@@ -421,6 +426,10 @@ impl Step {
 
 /// What the generator may know of the pool when it draws the next step.
 #[derive(Debug, Clone, Default)]
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "independent facts about the pool, each a yes or no"
+)]
 pub(crate) struct View {
     /// Live LUN sizes in blocks, in model order.
     pub luns: Vec<u64>,
@@ -438,6 +447,8 @@ pub(crate) struct View {
     pub local: bool,
     /// Nothing is damaged, rebuilding or armed: a local fault's loss can be worked out.
     pub quiet: bool,
+    /// The pool has a working log device.
+    pub log_device: bool,
 }
 
 /// Draws steps for one seed.
@@ -668,6 +679,8 @@ impl Generator {
             9 => Step::Invalid {
                 kind: src.below(8) as u8,
             },
+            // Only seeds with a working log device draw the extra choice.
+            10 if v.log_device && src.chance(250) => Step::FailLog,
             10 => Step::Fail {
                 slot: Self::slot(src, v),
                 admin: src.chance(400),
@@ -751,6 +764,7 @@ mod tests {
             usable_blocks: 10_000,
             local: false,
             quiet: true,
+            log_device: true,
         };
         let mut names = std::collections::BTreeSet::new();
         for _ in 0..5000 {

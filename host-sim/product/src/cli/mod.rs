@@ -24,6 +24,7 @@ pub mod console;
 pub mod create;
 pub mod fail;
 pub mod import;
+pub mod logdev;
 pub mod lun;
 pub mod replace;
 pub mod scrub;
@@ -74,6 +75,8 @@ pub enum Command {
     Lun(lun::LunArgs),
     /// Add or remove hot spares.
     Spare(spare::SpareArgs),
+    /// Add or remove the pool's dedicated intent-log device (a SLOG).
+    Log(logdev::LogArgs),
     /// Print the pool's event log.
     Events(simple::EventsArgs),
     /// Zero the members' error counters (as `zpool clear`).
@@ -152,6 +155,7 @@ pub fn run(cmd: Command, con: Console) -> Result<(), Failure> {
         Command::Online(a) => simple::online::<FileMembers>(&a, files, con),
         Command::Lun(a) => lun::run::<FileMembers>(&a, files, con),
         Command::Spare(a) => spare::run::<FileMembers>(&a, files, con),
+        Command::Log(a) => logdev::run::<FileMembers>(&a, files, con),
         Command::Events(a) => simple::events::<FileMembers>(&a, files, con),
         Command::Clear(a) => simple::clear::<FileMembers>(&a, files, con),
         Command::Resume(a) => simple::resume::<FileMembers>(&a, files, con),

@@ -82,6 +82,16 @@ pub enum Request {
         /// The spare's image file name.
         image: String,
     },
+    /// Give the pool a dedicated intent-log device on the file `path` (made `size_bytes` long
+    /// if missing).
+    LogAdd {
+        /// The file (outside the pool directory, on a faster device).
+        path: std::path::PathBuf,
+        /// Its size when made.
+        size_bytes: u64,
+    },
+    /// Take the log device out of the pool (its file is kept, labels erased).
+    LogRemove,
     /// The event log (the last `last` lines, or all).
     Events {
         /// How many of the newest lines.

@@ -311,6 +311,8 @@ fn build<M: Members>(
         model: members.model_name().to_string(),
         images: opts.disks + opts.spares,
         preallocated: !opts.sparse,
+        log_device: None,
+        log_model: None,
     };
     super::layout::write_meta(dir, &meta)?;
     Ok(Built {

@@ -5,7 +5,7 @@
 //! opens with both `raidcore` and `raidcore-sim`.
 
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use raidcore_hal::BlockSize;
 use serde::{Deserialize, Serialize};
@@ -68,6 +68,13 @@ pub struct DirMeta {
     /// (Absent in older descriptions: sparse.)
     #[serde(default)]
     pub preallocated: bool,
+    /// The pool's dedicated intent-log device: a file outside the images, on a faster device
+    /// (`create --log-device`; [`super::PoolDir::add_log_device`]). Absent: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_device: Option<PathBuf>,
+    /// The log device's model name for the simulator (absent: the members' model).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_model: Option<String>,
 }
 
 impl DirMeta {

@@ -95,7 +95,10 @@ pub fn look_with(dir: &Path, force: bool) -> Result<Look, DirError> {
         .iter()
         .map(|f| f.sb.as_ref().map(|sb| sb.disk_guid))
         .collect();
-    let files: Vec<FileDisk> = found.into_iter().map(|f| f.disk).collect();
+    let mut files: Vec<FileDisk> = found.into_iter().map(|f| f.disk).collect();
+    // Read-only, only so that the look shows it present.
+    let log_file = meta.log_device.as_ref().zip(meta.block_size().ok());
+    files.extend(log_file.and_then(|(p, bs)| FileDisk::open_read_only(p, bs).ok()));
     let mem = vec![0u8; HostPool::<FileDisk>::memory_bytes(&cfg, disks)];
     let opts = ImportOptions {
         config: cfg,
@@ -204,6 +207,7 @@ fn label_status(
         disks,
         tolerance: geo.map_or(0, |g| g.tolerance()),
         spares: newest.map_or(0, |l| l.spares.len()),
+        log_device: None,
         images: images.to_vec(),
         rebuild: None,
         scrub: None,

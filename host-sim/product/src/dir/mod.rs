@@ -23,6 +23,7 @@ pub mod error;
 pub mod images;
 pub mod layout;
 pub mod lock;
+pub mod logdev;
 pub mod look;
 pub mod observe;
 pub mod open;
@@ -77,6 +78,12 @@ pub trait Members {
     /// Makes image number `number`, open (and locked) as `image`, a pool member.
     fn member(&mut self, number: usize, image: FileDisk) -> Self::Disk;
 
+    /// Makes `image` the pool's dedicated intent-log device; `model` is the device-model name
+    /// the description records for it ([`DirMeta::log_model`]; `None`: the members').
+    ///
+    /// Errors: [`DirError::Invalid`] for a model the simulator does not know.
+    fn log_device(&mut self, image: FileDisk, model: Option<&str>) -> Result<Self::Disk, DirError>;
+
     /// Whether the images are opened read-only and nothing is written beside them (see
     /// [`ReadOnlyMembers`]). The default is `false`.
     fn read_only(&self) -> bool {
@@ -120,6 +127,15 @@ where
         Overlay::new(disk, self.cap_bytes, image_name(number))
     }
 
+    fn log_device(
+        &mut self,
+        image: FileDisk,
+        model: Option<&str>,
+    ) -> Result<Overlay<M::Disk>, DirError> {
+        let disk = self.inner.log_device(image, model)?;
+        Ok(Overlay::new(disk, self.cap_bytes, "the log device"))
+    }
+
     fn read_only(&self) -> bool {
         true
     }
@@ -156,6 +172,10 @@ impl Members for FileMembers {
 
     fn member(&mut self, _number: usize, image: FileDisk) -> FileDisk {
         image
+    }
+
+    fn log_device(&mut self, image: FileDisk, _model: Option<&str>) -> Result<FileDisk, DirError> {
+        Ok(image)
     }
 }
 

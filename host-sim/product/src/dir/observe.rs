@@ -109,6 +109,13 @@ fn words(e: &Event, w: &mut Watch) -> Option<(Severity, String)> {
             ),
         ),
         Event::SpareTaken { disk } => (Warn, format!("a hot spare took member slot {disk}")),
+        Event::LogDeviceFailed { kind } => (
+            Error,
+            format!(
+                "the log device failed: {kind}; flushes are logged on the members again \
+                 (nothing was lost)"
+            ),
+        ),
         Event::RebuildStarted { disk } => {
             w.rebuild_tenth = 0;
             w.rebuilding = Some(disk);

@@ -8,8 +8,9 @@ use raidcore::pool::{ImportOptions, ImportReport, OpenError, PoolConfig, Status}
 
 use super::classify::{classify, newest_config, scan, scan_with};
 use super::images::{failed_image_of_slot, is_failed_member_note};
-use super::layout::{LOCK_FILE, REPLACED_DIR, list_images, read_meta};
+use super::layout::{DirMeta, LOCK_FILE, REPLACED_DIR, list_images, read_meta};
 use super::lock::lock_dir;
+use super::logdev::open_log_device;
 use super::{DirError, HostPool, ImageInfo, ImageRole, Members, PoolDir};
 use crate::disk::FileDisk;
 
@@ -88,10 +89,11 @@ impl<M: Members> PoolDir<M> {
             .iter()
             .map(|f| f.sb.as_ref().map(|sb| sb.disk_guid))
             .collect();
-        let disks_in_order: Vec<M::Disk> = found
+        let mut disks_in_order: Vec<M::Disk> = found
             .into_iter()
             .map(|f| members.member(f.number, f.disk))
             .collect();
+        disks_in_order.extend(open_log_device(&meta, &mut members)?);
         let mem = vec![0u8; HostPool::<M::Disk>::memory_bytes(&cfg, disks)];
         let opts = ImportOptions {
             config: cfg,
@@ -99,8 +101,10 @@ impl<M: Members> PoolDir<M> {
             force,
             rewind,
         };
-        let (pool, import) = HostPool::import(disks_in_order, opts, mem)
-            .map_err(|e| import_error(e, &images, force, members.read_only()))?;
+        let (pool, import) = HostPool::import(disks_in_order, opts, mem).map_err(|e| match e {
+            OpenError::MissingLogDevice { .. } => missing_log_device(e, &meta),
+            e => import_error(e, &images, force, members.read_only()),
+        })?;
         leave_out_wrong_sizes(&mut images, &import, &order);
         take_back_images(&mut images, &pool.status(), &import, &order, &guids);
         let (records, watch) = Self::start_records(dir, &pool);
@@ -116,6 +120,19 @@ impl<M: Members> PoolDir<M> {
             lock,
         })
     }
+}
+
+/// The import's refusal `e` for a missing log device, naming the file the description names.
+fn missing_log_device(e: OpenError, meta: &DirMeta) -> DirError {
+    let Some(path) = &meta.log_device else {
+        return DirError::Open(e);
+    };
+    DirError::Invalid(format!(
+        "opening the pool: its log device {} cannot be opened, and it may hold the last \
+         flushes: bring it back, or `raidcore import --force` to go on without it (the \
+         flushes only it held are lost; the pool records it failed)",
+        path.display()
+    ))
 }
 
 /// `e`, a failure to read the description of `dir`, explained where possible: the pool is in

@@ -229,6 +229,26 @@ impl DirStatus {
                 )),
                 Some("Restore those blocks from a backup; writing them again clears the error.".into()),
             ),
+            _ if self.log_device.as_ref().is_some_and(|d| d.state == "missing") => {
+                (
+                    Some("The log device cannot be opened: the pool does not open without it \
+                          (it may hold the last flushes)."
+                        .into()),
+                    Some(format!(
+                        "Bring its file back, or `raidcore import --dir {dir} --force` to go on \
+                         without it (the flushes only it held are lost)."
+                    )),
+                )
+            }
+            _ if self.log_device.as_ref().is_some_and(|d| d.state != "online") => (
+                Some("The log device failed: flushes are logged on the members again (nothing \
+                      was lost), and wait for them."
+                    .into()),
+                Some(format!(
+                    "`raidcore log remove --dir {dir}`, then `raidcore log add --dir {dir} \
+                     --path FILE` with a working device."
+                )),
+            ),
             _ if !left_out.is_empty() => (
                 Some(format!(
                     "Image(s) in the directory are not part of the pool: {}.",

@@ -8,7 +8,7 @@ pub mod text;
 
 use std::path::Path;
 
-use raidcore::pool::{Stats, Status};
+use raidcore::pool::{LogDeviceState, Stats, Status};
 use raidcore::raid::{DiskState, Geometry};
 use raidcore_hal::BlockDevice;
 use serde::{Deserialize, Serialize};
@@ -49,6 +49,35 @@ pub struct LunReport {
     pub stored_bytes: u64,
     /// Parity written for its physical bytes.
     pub parity_bytes: u64,
+}
+
+/// The pool's dedicated intent-log device in [`DirStatus`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogDeviceReport {
+    /// Its file, as the description names it (none when the description names none).
+    pub path: Option<String>,
+    /// Its device model for the simulator (the members' when absent).
+    pub model: Option<String>,
+    /// `online` (flushes go to it), `failed` (the intent log is on the members again: nothing
+    /// was lost) or `missing` (the pool does not open without it, unless forced).
+    pub state: String,
+}
+
+impl LogDeviceReport {
+    /// The report of the pool's log device `st`, described by `meta`.
+    #[must_use]
+    pub fn of(st: &raidcore::pool::LogDeviceStatus, meta: &DirMeta) -> Self {
+        let state = match st.state {
+            LogDeviceState::Online => "online",
+            LogDeviceState::Failed => "failed",
+            LogDeviceState::Missing => "missing",
+        };
+        LogDeviceReport {
+            path: meta.log_device.as_ref().map(|p| p.display().to_string()),
+            model: meta.log_model.clone(),
+            state: state.into(),
+        }
+    }
 }
 
 /// Background work as a server runs it: its rate policy, how fast the rebuild or scrub goes,
@@ -99,6 +128,9 @@ pub struct DirStatus {
     pub tolerance: usize,
     /// Hot spares waiting.
     pub spares: usize,
+    /// The dedicated intent-log device, if the pool has one.
+    #[serde(default)]
+    pub log_device: Option<LogDeviceReport>,
     /// Every image in the directory and its role.
     pub images: Vec<ImageInfo>,
     /// Rebuild in progress.
@@ -222,6 +254,10 @@ impl DirStatus {
             disks: disk_reports(&st, p.images, bb),
             tolerance: geo.tolerance(),
             spares: usize::from(st.spares),
+            log_device: st
+                .log_device
+                .as_ref()
+                .map(|d| LogDeviceReport::of(d, p.meta)),
             images: p.images.to_vec(),
             rebuild: st.rebuild.map(|(slot, done, total)| Progress {
                 disk: Some(usize::from(slot)),

@@ -177,7 +177,7 @@ impl DirStatus {
         }
     }
 
-    /// The `spares:` line and one `left out:` line per stale image.
+    /// The `spares:` line, the `log device:` line and one `left out:` line per stale image.
     fn write_spares(&self, s: &mut String) {
         let spares: Vec<&str> = self
             .images
@@ -195,6 +195,17 @@ impl DirStatus {
                 format!(" ({})", spares.join(", "))
             }
         );
+        if let Some(d) = &self.log_device {
+            let _ = writeln!(
+                s,
+                "log device: {} ({}{})",
+                d.path.as_deref().unwrap_or("?"),
+                d.state,
+                d.model
+                    .as_deref()
+                    .map_or(String::new(), |m| format!(", model {m}"))
+            );
+        }
         for i in self.images.iter().filter(|i| i.role == ImageRole::Stale) {
             let _ = writeln!(
                 s,
