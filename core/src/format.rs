@@ -720,9 +720,21 @@ pub struct Superblock {
     pub members: Vec<MemberRecord, 32>,
     /// GUIDs of the hot spares.
     pub spares: Vec<u64, 32>,
-    /// The dedicated intent-log device, if the pool has one: its GUID, and `Failed` once it
-    /// failed (the pool then logs on its members, and import does not wait for it).
-    pub log_device: Option<MemberRecord>,
+    /// The dedicated intent-log device, if the pool has one.
+    pub log_device: Option<LogDeviceRecord>,
+}
+
+/// The pool's dedicated intent-log device as the configuration records it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogDeviceRecord {
+    /// Its GUID.
+    pub guid: u64,
+    /// `Online`, or `Failed` once it failed (the pool then logs on its members, and import
+    /// does not wait for it).
+    pub state: DiskState,
+    /// Slots of its intent-log ring, fixed when it was added: a device found smaller at
+    /// import is refused, and one made larger keeps its ring where it was.
+    pub ring_slots: u32,
 }
 
 /// Encodes a postcard structure into a slot: `[len u32][crc u32][bytes]`.
@@ -1377,9 +1389,10 @@ mod tests {
             },
             members,
             spares: Vec::new(),
-            log_device: Some(MemberRecord {
+            log_device: Some(LogDeviceRecord {
                 guid: 200,
                 state: DiskState::Online,
+                ring_slots: 1000,
             }),
         };
         let mut slot = [0u8; SLOT_BYTES];

@@ -5,16 +5,24 @@
 //! longer than the open stripe's life.
 //!
 //! Its layout is a member's label area: two superblock copies (role [`crate::format::Role::Log`]),
-//! the root slots (unused), then the intent-log ring of the pool's `zil_slots` and the flush-mark
-//! slots, so records and marks are read with the same code as the members' rings.
+//! the root slots (unused), then an intent-log ring and the two flush-mark slots after it, so
+//! records and marks are read with the same code as the members' rings. Its ring fills the
+//! device, from a member's (`zil_slots`) up to [`LOG_DEVICE_RING_MAX`] slots, and its length
+//! is recorded in the configuration when the device is added ([`ring_slots_for`]): import
+//! refuses a device too short for it.
 //!
 //! Its failure loses nothing: records live on it only while the open stripe's bytes are also
-//! in RAM, and the flush that finds it failed writes them again to the members' rings. The pool
-//! records the failure in its configuration, and import then does not wait for it.
+//! in RAM, and the flush that finds it failed writes them again to the members' rings. Every
+//! flush flushes it, even with nothing new to log, so a device that died quietly is found
+//! while those bytes are still in RAM. The pool records the failure in its configuration, and
+//! import then does not wait for it. A power cut after it died and before a flush found out
+//! loses the flushes only it held (one device, as ZFS's single SLOG; a mirrored pair is not
+//! built).
 
 use raidcore_hal::{BlockDevice, ErrorKind};
 
-use crate::format::SECTOR;
+use super::zil::LOG_DEVICE_RING_MAX;
+use crate::format::{FLUSH_MARK_SLOTS, ROOT_SLOTS, SECTOR, SLOT_BYTES};
 use crate::raid::with_retries;
 
 /// [`super::zil::ZilRef::disk`] of a record on the log device (members are 0..32).
@@ -34,17 +42,40 @@ pub(crate) struct LogDevice<D> {
     pub failed_by: Option<ErrorKind>,
     /// Retries of a retryable error, as for members ([`crate::raid::ArrayConfig::retries`]).
     pub retries: u8,
+    /// Slots of its intent-log ring ([`ring_slots_for`], recorded in the configuration).
+    pub ring_slots: u32,
+}
+
+/// Ring slots of a log device of `blocks` blocks of `block_bytes`: the slots after its label
+/// area less the flush-mark slots, at most [`LOG_DEVICE_RING_MAX`] (import reads the whole
+/// ring), and at least a member's `member_ring` (else 0: too small).
+#[must_use]
+pub(crate) fn ring_slots_for(blocks: u64, block_bytes: usize, member_ring: u32) -> u32 {
+    let per = (SLOT_BYTES / block_bytes.max(1)) as u64;
+    let slots = blocks / per.max(1);
+    let ring = slots.saturating_sub(2 + u64::from(ROOT_SLOTS) + u64::from(FLUSH_MARK_SLOTS));
+    let ring = ring.min(u64::from(LOG_DEVICE_RING_MAX)) as u32;
+    if ring < member_ring { 0 } else { ring }
+}
+
+/// Blocks (of `block_bytes`) a log device with a ring of `ring_slots` spans: labels, ring,
+/// flush marks.
+#[must_use]
+pub(crate) fn blocks_for_ring(ring_slots: u32, block_bytes: usize) -> u64 {
+    let per = (SLOT_BYTES / block_bytes.max(1)) as u64;
+    (2 + u64::from(ROOT_SLOTS) + u64::from(ring_slots) + u64::from(FLUSH_MARK_SLOTS)) * per
 }
 
 impl<D: BlockDevice> LogDevice<D> {
-    /// A working log device `disk` with GUID `guid`.
-    pub fn new(disk: D, guid: u64, retries: u8) -> Self {
+    /// A working log device `disk` with GUID `guid` and a ring of `ring_slots`.
+    pub fn new(disk: D, guid: u64, retries: u8, ring_slots: u32) -> Self {
         LogDevice {
             disk: Some(disk),
             guid,
             failed: false,
             failed_by: None,
             retries,
+            ring_slots,
         }
     }
 
@@ -53,17 +84,17 @@ impl<D: BlockDevice> LogDevice<D> {
         !self.failed && self.disk.is_some()
     }
 
-    /// Runs `op` on the device with retries. An error other than a host condition
-    /// ([`ErrorKind::is_host_condition`]: the host's file system, not the device) fails it.
-    fn io(&mut self, op: impl FnMut(&mut D) -> Result<(), D::Error>) -> Result<(), ErrorKind> {
-        let mut op = op;
+    /// Runs `op` on the device with retries; an error that remains fails it. A host condition
+    /// ([`ErrorKind::is_host_condition`]: the file system under a file-backed device filled
+    /// up) fails it too: failing it loses nothing and costs no redundancy (the members' rings
+    /// take the intent log), where keeping it would fall back on every flush unseen; the
+    /// event names the cause, and `add_log_device` puts it back once the host is fixed.
+    fn io(&mut self, mut op: impl FnMut(&mut D) -> Result<(), D::Error>) -> Result<(), ErrorKind> {
         let Some(disk) = self.disk.as_mut().filter(|_| !self.failed) else {
             return Err(ErrorKind::DeviceFailed);
         };
         let (r, _) = with_retries(self.retries, || op(disk));
-        if let Err(kind) = r
-            && !kind.is_host_condition()
-        {
+        if let Err(kind) = r {
             self.failed = true;
             self.failed_by = Some(kind);
         }
@@ -77,11 +108,6 @@ impl<D: BlockDevice> LogDevice<D> {
             return Err(ErrorKind::DeviceFailed);
         };
         with_retries(self.retries, || disk.read(lba, buf)).0
-    }
-
-    /// Its blocks (0 when it is not here).
-    pub fn block_count(&self) -> u64 {
-        self.disk.as_ref().map_or(0, BlockDevice::block_count)
     }
 
     /// Its block size in bytes.

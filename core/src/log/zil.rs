@@ -124,6 +124,12 @@ pub(crate) struct IntentLog {
 }
 
 impl IntentLog {
+    /// The next flush mark is written even if it names the position the last one did (the
+    /// last one may be on a log device that failed).
+    pub fn forget_mark(&mut self) {
+        self.marked = None;
+    }
+
     /// Every record written so far is obsolete (its stripe is durable on the members).
     pub fn obsolete(&mut self) {
         for r in &mut self.rings {
@@ -144,21 +150,14 @@ impl<D: BlockDevice, const N: usize> LogIo<'_, D, N> {
         self.log.zil_slots().saturating_sub(FLUSH_MARK_SLOTS)
     }
 
-    /// Ring slots of member `disk`, or of the log device ([`ON_LOG_DEVICE`]): its ring fills
-    /// the device after the label slots, less the flush-mark slots, at most
-    /// [`LOG_DEVICE_RING_MAX`] (what import reads), never less than a member's.
+    /// Ring slots of member `disk`, or of the log device ([`ON_LOG_DEVICE`]; as its record in
+    /// the configuration says, [`super::slog::ring_slots_for`]).
     fn ring_slots_of(&self, disk: u8) -> u32 {
         let member = self.zil_ring_slots();
         if disk != ON_LOG_DEVICE {
             return member;
         }
-        let Some(d) = self.slog.as_deref() else {
-            return member;
-        };
-        let per = (SLOT_BYTES / d.block_bytes().max(1)) as u64;
-        let slots = d.block_count() / per.max(1);
-        let ring = slots.saturating_sub(2 + u64::from(ROOT_SLOTS) + u64::from(FLUSH_MARK_SLOTS));
-        (ring.min(u64::from(LOG_DEVICE_RING_MAX)) as u32).max(member)
+        self.slog.as_deref().map_or(member, |d| d.ring_slots)
     }
 
     /// After a flush completed: writes a [`FlushMark`] naming the log position it made durable

@@ -21,7 +21,7 @@ use crate::format::{
 };
 use crate::log::Pass;
 use crate::log::replay::{LogEnd, LogScan, Replay};
-use crate::log::slog::LogDevice;
+use crate::log::slog::{LogDevice, blocks_for_ring};
 use crate::raid::{Array, DiskState};
 
 /// A member whose checkpoint roots are behind the pool's: `(slot, newest root generation it
@@ -61,7 +61,14 @@ fn log_device<D: BlockDevice>(
     };
     let online = rec.state == DiskState::Online;
     match given {
-        Some(disk) if online => return Ok(Some(LogDevice::new(disk, rec.guid, retries))),
+        Some(disk) if online => {
+            return Ok(Some(LogDevice::new(
+                disk,
+                rec.guid,
+                retries,
+                rec.ring_slots,
+            )));
+        }
         None if online && !missing_ok => {
             return Err(OpenError::MissingLogDevice { guid: rec.guid });
         }
@@ -73,6 +80,7 @@ fn log_device<D: BlockDevice>(
         failed: true,
         failed_by: online.then_some(raidcore_hal::ErrorKind::DeviceFailed),
         retries,
+        ring_slots: rec.ring_slots,
     }))
 }
 
@@ -241,9 +249,7 @@ fn assemble<D: BlockDevice, const N: usize>(
         } else if let Some(Some(e)) = copies.get(i) {
             Some(*e)
         } else if sb.role == Role::Log {
-            place_log_device(&newest, &mut slog, d, sb.disk_guid)
-                .err()
-                .map(|()| OpenError::StaleDisk { disk: idx })
+            place_log_device(&newest, &mut slog, d, sb.disk_guid, idx).err()
         } else if d.block_size().bytes() != geo.block_bytes() || d.block_count() < need {
             Some(OpenError::WrongSize { disk: idx })
         } else {
@@ -272,20 +278,27 @@ fn assemble<D: BlockDevice, const N: usize>(
     Ok(a)
 }
 
-/// Takes disk `d` (GUID `guid`, labelled [`Role::Log`]) as the pool's log device; `Err` when
-/// the configuration names another, or names it failed (a stale device: what it holds is
-/// logged on the members since it failed).
-fn place_log_device<D>(
+/// Takes disk `d` (GUID `guid`, labelled [`Role::Log`]) as the pool's log device. Refused:
+/// a device the configuration does not name, or names failed (stale: what it holds is logged
+/// on the members since it failed), and one too small for its recorded ring (truncated).
+fn place_log_device<D: BlockDevice>(
     newest: &Superblock,
     slog: &mut Option<D>,
     d: D,
     guid: u64,
-) -> Result<(), ()> {
-    let current = newest
+    idx: u8,
+) -> Result<(), OpenError> {
+    let Some(rec) = newest
         .log_device
-        .is_some_and(|r| r.guid == guid && r.state == DiskState::Online);
-    if !current || slog.is_some() {
-        return Err(());
+        .filter(|r| r.guid == guid && r.state == DiskState::Online)
+    else {
+        return Err(OpenError::StaleDisk { disk: idx });
+    };
+    if slog.is_some() {
+        return Err(OpenError::DuplicateDisk { disk: idx });
+    }
+    if d.block_count() < blocks_for_ring(rec.ring_slots, d.block_size().bytes()) {
+        return Err(OpenError::WrongSize { disk: idx });
     }
     *slog = Some(d);
     Ok(())
@@ -430,7 +443,12 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         };
         let mut pool = Self::new_pool(array, a.spares, cfg, conf, &[], mem);
         let missing_ok = opts.force || look;
+        let given = a.slog.is_some();
         pool.members.slog = log_device(&newest, a.slog, missing_ok, cfg.array.retries)?;
+        report.log_device_missing = !given
+            && newest
+                .log_device
+                .is_some_and(|r| r.state == DiskState::Online);
         // Recorded states are the newest configuration's (missing members show as changes).
         let recorded: Vec<DiskState, 32> = newest.members.iter().map(|m| m.state).collect();
         pool.members.set_recorded(&recorded);

@@ -9,7 +9,9 @@ use raidcore_hal::BlockDevice;
 use super::{Health, Pool, disk_guid};
 use crate::error::IoError;
 use crate::event::Event;
-use crate::format::{self, Counters, MemberRecord, PoolLayout, Role, SLOT_BYTES, Superblock};
+use crate::format::{
+    self, Counters, LogDeviceRecord, MemberRecord, PoolLayout, Role, SLOT_BYTES, Superblock,
+};
 use crate::log::slog::LogDevice;
 use crate::raid::{Array, DiskSet, DiskState, Geometry};
 
@@ -143,13 +145,14 @@ impl<D: BlockDevice, const N: usize> Membership<D, N> {
             layout: self.conf.layout,
             members: members.clone(),
             spares,
-            log_device: self.slog.as_ref().map(|s| MemberRecord {
+            log_device: self.slog.as_ref().map(|s| LogDeviceRecord {
                 guid: s.guid,
                 state: if s.failed {
                     DiskState::Failed
                 } else {
                     DiskState::Online
                 },
+                ring_slots: s.ring_slots,
             }),
         };
         (sb, members)
@@ -305,7 +308,9 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
     /// Writes the configuration as the array's states now are.
     pub(crate) fn write_config(&mut self) -> Result<(), IoError> {
         self.members
-            .write_config(&mut self.array, &mut self.counters)
+            .write_config(&mut self.array, &mut self.counters)?;
+        // The log device may have died taking its label.
+        self.record_log_device_failure()
     }
 
     /// When the pool's membership changed under I/O (a member failed), records it: spares,
@@ -321,13 +326,34 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
     /// configuration naming it failed (the intent log is on the members again, and import
     /// must not wait for the device).
     pub(crate) fn record_log_device_failure(&mut self) -> Result<(), IoError> {
-        if let Some(kind) = self.members.slog.as_mut().and_then(|d| d.failed_by.take()) {
-            self.array
-                .events_mut()
-                .push(Event::LogDeviceFailed { kind });
-            self.write_config()?;
+        let Some(kind) = self.members.slog.as_mut().and_then(|d| d.failed_by.take()) else {
+            return Ok(());
+        };
+        // Its records of the open stripe went with it, wherever it was found dead (a record,
+        // a flush mark, a label): log the stripe on the members first.
+        if let Err(e) = self.relog_on_members() {
+            if let Some(d) = self.members.slog.as_mut() {
+                d.failed_by = Some(kind);
+            }
+            return Err(e);
         }
-        Ok(())
+        self.array
+            .events_mut()
+            .push(Event::LogDeviceFailed { kind });
+        self.write_config()
+    }
+
+    /// The open stripe's bytes logged again on the members' rings (or the stripe sealed when
+    /// they do not fit), and a flush mark on the members naming what is durable: what the log
+    /// device held is needed no more.
+    fn relog_on_members(&mut self) -> Result<(), IoError> {
+        self.log.relog_open_stripe();
+        self.log.zil.forget_mark();
+        if self.log.open_bytes_unlogged() && !self.io()?.zil_write()? {
+            self.io()?.seal_stripe()?;
+            self.flush_stripes()?;
+        }
+        self.io()?.write_flush_mark()
     }
 
     /// Members failed since the configuration was last written: take hot spares, start

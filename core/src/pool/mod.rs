@@ -467,6 +467,11 @@ pub struct ImportReport {
     /// whole is loaded instead, and the log after it rolled forward as far as it reads; this
     /// is then non-zero only when no checkpoint's map reads whole. 0 for other imports.
     pub map_pages_lost: u64,
+    /// A forced import went on without the dedicated intent-log device the configuration
+    /// named working ([`OpenError::MissingLogDevice`]): the flushes since the last stripe
+    /// write that only it held are lost (their blocks read their older contents), and the
+    /// pool records it failed.
+    pub log_device_missing: bool,
 }
 
 /// A LUN's identity and space use.

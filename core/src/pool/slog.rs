@@ -4,11 +4,10 @@
 
 use raidcore_hal::BlockDevice;
 
-use super::{AdminError, Health, Pool, label_blocks};
+use super::{AdminError, Health, Pool};
 use crate::error::IoError;
-use crate::format::{FLUSH_MARK_SLOTS, ROOT_SLOTS, SLOT_BYTES};
-use crate::log::slog::{LogDevice, ON_LOG_DEVICE};
-use crate::log::zil::LOG_DEVICE_RING_MAX;
+use crate::format::{FLUSH_MARK_SLOTS, SLOT_BYTES};
+use crate::log::slog::{LogDevice, ON_LOG_DEVICE, blocks_for_ring, ring_slots_for};
 use crate::raid::ArrayError;
 
 /// What [`super::Status::log_device`] shows of the pool's dedicated intent-log device.
@@ -57,17 +56,15 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         if self.members.slog.as_ref().is_some_and(LogDevice::online) {
             return Err(AdminError::LogDevicePresent);
         }
-        let bs = disk.block_size();
-        let need = label_blocks(self.log.zil_slots(), bs);
-        if !SLOT_BYTES.is_multiple_of(bs.bytes()) || disk.block_count() < need {
+        let bs = disk.block_size().bytes();
+        let member_ring = self.log.zil_slots().saturating_sub(FLUSH_MARK_SLOTS);
+        let ring = ring_slots_for(disk.block_count(), bs, member_ring);
+        if !SLOT_BYTES.is_multiple_of(bs) || ring == 0 {
             return Err(AdminError::DiskMismatch);
         }
         let zeros = [0u8; SLOT_BYTES];
-        let per = (SLOT_BYTES / bs.bytes()) as u64;
-        // The whole ring, as far as import reads it.
-        let ring_end = (2 + u64::from(ROOT_SLOTS) + u64::from(LOG_DEVICE_RING_MAX))
-            + u64::from(FLUSH_MARK_SLOTS);
-        let need = disk.block_count().min(ring_end * per).max(need);
+        let per = (SLOT_BYTES / bs) as u64;
+        let need = blocks_for_ring(ring, bs);
         let device = |kind| {
             IoError::Device(ArrayError::Disk {
                 disk: ON_LOG_DEVICE,
@@ -81,7 +78,8 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
         disk.flush()
             .map_err(|e| device(raidcore_hal::Error::kind(&e)))?;
         let guid = self.members.new_guid();
-        self.members.slog = Some(LogDevice::new(disk, guid, self.cfg.array.retries));
+        let retries = self.cfg.array.retries;
+        self.members.slog = Some(LogDevice::new(disk, guid, retries, ring));
         self.write_config()?;
         Ok(())
     }
@@ -111,6 +109,12 @@ impl<D: BlockDevice, M: AsMut<[u8]>, const N: usize, const L: usize, const P: us
             super::membership::erase_labels(d, d.block_size().bytes());
         }
         Ok(disk)
+    }
+
+    /// Slots of each member's intent-log area (`PoolConfig::zil_slots` as the pool was made):
+    /// a log device needs at least its labels and this many 4 KiB slots.
+    pub fn layout_zil_slots(&self) -> u32 {
+        self.log.zil_slots()
     }
 
     /// The log device as [`super::Status::log_device`] shows it.

@@ -85,11 +85,16 @@ fn a_missing_log_device_refuses_the_import_unless_forced_and_is_then_failed() {
         Some(OpenError::MissingLogDevice { guid })
     );
     let (p, _) = pool_with_log_device();
-    let (p, _) = crash_and_import(p, false, true).unwrap();
+    let (p, rep) = crash_and_import(p, false, true).unwrap();
+    assert!(
+        rep.log_device_missing,
+        "the report says what a forced import gave up"
+    );
     let failed = Some(LogDeviceState::Failed);
     assert_eq!(p.status().log_device.map(|d| d.state), failed);
     // Recorded failed: the next import does not wait for it.
-    let (p, _) = crash_and_import(p, false, false).unwrap();
+    let (p, rep) = crash_and_import(p, false, false).unwrap();
+    assert!(!rep.log_device_missing);
     assert_eq!(p.status().log_device.map(|d| d.state), failed);
 }
 
@@ -147,5 +152,61 @@ fn a_removed_log_device_leaves_the_flushed_data_on_the_members() {
             .add_log_device(RamDisk::new(512, 100))
             .err(),
         Some(AdminError::DiskMismatch)
+    );
+}
+
+/// The device dies on its flush mark (its mark slots cannot be written), after this flush's
+/// records reached it: the pool logs the open stripe on the members before the flush returns,
+/// so a crash after it loses nothing.
+#[test]
+fn a_log_device_dying_on_its_flush_mark_loses_nothing() {
+    let (mut p, lun) = pool_with_log_device();
+    let ring = u64::from(p.members.slog.as_ref().unwrap().ring_slots);
+    for k in 0..2 {
+        let lba = (2 + u64::from(crate::format::ROOT_SLOTS) + ring + k) * 8;
+        log_device(&mut p).sticky.push(lba);
+    }
+    for i in 1..8 {
+        p.write(lun, i, &block(100 + i), false).unwrap();
+    }
+    p.flush().unwrap();
+    let state = p.status().log_device.map(|d| d.state);
+    assert_eq!(state, Some(LogDeviceState::Failed));
+    let (mut p, _) = crash_and_import(p, false, false).unwrap();
+    for i in 0..8 {
+        let want = if i == 0 { block(1) } else { block(100 + i) };
+        assert_eq!(read(&mut p, lun, i), want, "block {i}");
+    }
+}
+
+/// The device dies taking its label (a hot spare is added): the configuration change records
+/// it failed and logs the open stripe, whose only copy was the device's record, on the
+/// members.
+#[test]
+fn a_log_device_dying_on_its_label_loses_nothing() {
+    let (mut p, lun) = pool_with_log_device();
+    for c in 0..2 {
+        let lba = crate::format::superblock_lba(c, 512);
+        log_device(&mut p).sticky.push(lba);
+    }
+    p.add_spare(RamDisk::new(512, 40_000)).unwrap();
+    let state = p.status().log_device.map(|d| d.state);
+    assert_eq!(state, Some(LogDeviceState::Failed));
+    let (mut p, _) = crash_and_import(p, false, false).unwrap();
+    assert_eq!(read(&mut p, lun, 0), block(1));
+}
+
+/// A log device cut shorter than the ring the configuration records is refused at import, not
+/// read as a ring with nothing in it.
+#[test]
+fn a_truncated_log_device_is_refused() {
+    let (mut p, _) = pool_with_log_device();
+    let ring = u64::from(p.members.slog.as_ref().unwrap().ring_slots);
+    let d = log_device(&mut p);
+    d.data
+        .truncate(((2 + u64::from(crate::format::ROOT_SLOTS) + ring) * 4096) as usize);
+    assert_eq!(
+        crash_and_import(p, true, false).err(),
+        Some(OpenError::WrongSize { disk: 6 })
     );
 }

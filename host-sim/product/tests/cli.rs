@@ -766,6 +766,16 @@ fn a_log_device_takes_the_flushes_and_the_pool_waits_for_it() {
     let slog = tmp.path().join("slog.img");
     let s = slog.to_str().unwrap();
     let shape = ["raid6", "6", "0", "64M", "4M"];
+    // Not as one of the pool directory's images: refused before anything is made.
+    let inside = tmp.path().join("pool/disk9.img");
+    let args = rc::create_args(
+        tmp.path(),
+        &shape,
+        &["--log-device", inside.to_str().unwrap()],
+    );
+    let out = raidcore(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(out.status.code(), Some(4), "{out:?}");
+    assert!(!tmp.path().join("pool").exists(), "no pool made");
     let dir = rc::create_with(tmp.path(), &shape, &["--log-device", s, "--sparse"]);
     let d = dir.to_str().unwrap();
     assert_eq!(status(d)["log_device"]["state"], "online");
@@ -803,9 +813,15 @@ fn a_log_device_takes_the_flushes_and_the_pool_waits_for_it() {
     );
     stop(server);
 
-    // Forced on without it: recorded failed, and the data flushed before is there.
+    // Forced on without it: said, recorded failed, and the data flushed before is there.
     std::fs::rename(&slog, &away).unwrap();
-    ok(&["import", "--dir", d, "--force"]);
+    let out = raidcore(&["import", "--dir", d, "--force"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("forced import without the log device"),
+        "{err}"
+    );
     assert_eq!(status(d)["log_device"]["state"], "failed");
     let server = serve(d, &sock);
     qemu_io(

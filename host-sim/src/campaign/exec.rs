@@ -115,7 +115,9 @@ pub(crate) struct Sim {
     pending_luns: Vec<PendingLun>,
     cut_shuffle: u32,
     trace: bool,
-    /// The log device's id and fault handle, if the shape has one.
+    /// The log device's id and fault handle, if the shape has one and no [`Step::FailLog`]
+    /// broke it yet (one fault per device: two broken label copies would leave nothing to
+    /// know it by).
     log: Option<(u32, FaultHandle)>,
     pub(crate) stats: SeedStats,
 }
@@ -277,7 +279,7 @@ impl Sim {
             over: self.over,
             local: self.local.is_some(),
             usable_blocks: self.usable_blocks(),
-            log_device: self.log.as_ref().is_some_and(|(_, h)| !h.is_failed()),
+            log_device: self.log.is_some(),
             ..View::default()
         };
         if let Some(p) = self.pool.as_mut() {
@@ -504,7 +506,7 @@ impl Sim {
     /// its death and that flush would lose the flushes it alone held: one log device's known
     /// exposure, not a loss the campaign checks for, so no armed cut fires in between.)
     fn fail_log_device(&mut self, at: usize) -> StepResult {
-        let Some((id, h)) = self.log.clone().filter(|(_, h)| !h.is_failed()) else {
+        let Some((id, h)) = self.log.take() else {
             self.stats.faults_skipped += 1;
             return Ok(());
         };
@@ -525,6 +527,41 @@ impl Sim {
                 format!("flush after the log device died failed within tolerance: {e}"),
             )),
         }
+    }
+
+    /// [`Step::FailLog`] parts 1 and 2: blocks of the log device that no write mends (its
+    /// flush-mark slots, or one superblock copy). The pool finds out when it next writes
+    /// there, and must then log the open stripe on the members before it records the device
+    /// failed; until then the device still holds every record (and the other label copy), so a
+    /// power cut in between loses nothing either.
+    fn break_log_device(&mut self, part: u8, copy: u8) {
+        let Some((id, h)) = self.log.take() else {
+            self.stats.faults_skipped += 1;
+            return;
+        };
+        let bs = self.shape.block.bytes();
+        let per = SLOT_BYTES as u64 / bs as u64;
+        let (lba, blocks) = if part == 1 {
+            // The last two slots (see `log_disk`).
+            let slots = 2 + u64::from(ROOT_SLOTS) + 2 * u64::from(self.shape.zil_slots);
+            ((slots - 2) * per, 2 * per)
+        } else {
+            (
+                raidcore::format::superblock_lba(u32::from(copy % 2), bs),
+                per,
+            )
+        };
+        h.inject(Fault::Medium {
+            lba,
+            blocks,
+            sticky: true,
+        });
+        self.may_fail.insert(id);
+        self.fault(if part == 1 {
+            "log_device_marks"
+        } else {
+            "log_device_label"
+        });
     }
 
     fn excused(&self) -> bool {
@@ -871,7 +908,8 @@ impl Sim {
                     ));
                 }
             }
-            Step::FailLog => self.fail_log_device(at)?,
+            Step::FailLog { part: 0, .. } => self.fail_log_device(at)?,
+            Step::FailLog { part, copy } => self.break_log_device(part, copy),
             Step::AddSpare => {
                 let st = self.pool().status();
                 if st.spares >= 2 {

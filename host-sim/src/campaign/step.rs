@@ -113,8 +113,15 @@ pub enum Step {
     },
     /// A blank hot spare is added.
     AddSpare,
-    /// The pool's log device dies (and the pool's next flush, at once, finds it dead).
-    FailLog,
+    /// The pool's log device breaks: `part` 0, it dies (and a flush at once finds it dead);
+    /// 1, its two flush-mark slots can no longer be written; 2, one superblock copy can no
+    /// longer be written (`copy`). Parts 1 and 2 are found whenever the pool next writes there.
+    FailLog {
+        /// What breaks.
+        part: u8,
+        /// Which superblock copy (part 2).
+        copy: u8,
+    },
     /// Latent sector errors on `blocks` member blocks of `slot` (a recently written block).
     Medium {
         /// Member slot.
@@ -248,7 +255,7 @@ impl fmt::Display for Step {
                 write!(f, "stale_copy slot={slot} shuffle={shuffle}")
             }
             Step::AddSpare => f.write_str("add_spare"),
-            Step::FailLog => f.write_str("fail_log"),
+            Step::FailLog { part, copy } => write!(f, "fail_log part={part} copy={copy}"),
             Step::Medium {
                 slot,
                 pick,
@@ -354,7 +361,10 @@ impl std::str::FromStr for Step {
                 shuffle: n("shuffle")? as u32,
             },
             "add_spare" => Step::AddSpare,
-            "fail_log" => Step::FailLog,
+            "fail_log" => Step::FailLog {
+                part: n("part")? as u8,
+                copy: n("copy")? as u8,
+            },
             "medium" => Step::Medium {
                 slot: n("slot")? as u8,
                 pick: n("pick")? as u32,
@@ -406,7 +416,7 @@ impl Step {
         matches!(
             self,
             Step::Fail { .. }
-                | Step::FailLog
+                | Step::FailLog { .. }
                 | Step::Return { .. }
                 | Step::Replace { .. }
                 | Step::Online { .. }
@@ -680,7 +690,10 @@ impl Generator {
                 kind: src.below(8) as u8,
             },
             // Only seeds with a working log device draw the extra choice.
-            10 if v.log_device && src.chance(250) => Step::FailLog,
+            10 if v.log_device && src.chance(250) => Step::FailLog {
+                part: src.below(3) as u8,
+                copy: src.below(2) as u8,
+            },
             10 => Step::Fail {
                 slot: Self::slot(src, v),
                 admin: src.chance(400),

@@ -117,7 +117,14 @@ pub fn open<M: Members>(
 /// log cut).
 pub fn report_import<M: Members>(dp: &mut PoolDir<M>, con: Console) {
     let r = dp.import.clone();
-    if r.log_cut_at.is_none()
+    if r.log_device_missing {
+        let m = "forced import without the log device: the flushes since the last stripe write \
+                 that only it held are lost (their blocks read their older contents), and the \
+                 pool records it failed"
+            .to_string();
+        con.warn(&m);
+        dp.record_event(Severity::Error, m);
+    } else if r.log_cut_at.is_none()
         && (r.items_replayed > 0 || r.zil_records > 0 || r.resynced_stripes > 0)
     {
         let m = format!(

@@ -106,6 +106,10 @@ pub fn run_with_log_model<M: Members>(
     con: Console,
 ) -> Result<(), Failure> {
     let opts = a.options().map_err(|f| fail_json(f, a.json, con))?;
+    if let Some(path) = &a.log_device {
+        crate::dir::logdev::check_log_device_path(&a.dir, path)
+            .map_err(|e| fail_json(dir_failure(&e), a.json, con))?;
+    }
     let mut dp = PoolDir::<M>::create(&a.dir, &opts, members)
         .map_err(|e| fail_json(dir_failure(&e), a.json, con))?;
     if let Some(path) = &a.log_device
@@ -114,8 +118,10 @@ pub fn run_with_log_model<M: Members>(
         // The pool stands, without the device: say so, and close it cleanly.
         let _ = dp.close();
         let f = Failure::Error(format!(
-            "the log device {}: {e}; the pool in {} was created without one",
+            "the log device {}: {e}; the pool in {} was created without one (`raidcore log \
+             add --dir {} --path FILE` adds one)",
             path.display(),
+            a.dir.display(),
             a.dir.display()
         ));
         return Err(fail_json(f, a.json, con));

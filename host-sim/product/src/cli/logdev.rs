@@ -62,7 +62,8 @@ pub fn run<M: Members>(a: &LogArgs, members: impl Into<M>, con: Console) -> Resu
             dir,
             *json,
             Request::LogAdd {
-                path: path.clone(),
+                // A server resolves paths against its own directory: send it whole.
+                path: std::path::absolute(path).unwrap_or_else(|_| path.clone()),
                 size_bytes: *size,
             },
         ),

@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use raidcore::pool::{DiskLabel, PoolConfig, Role, read_label};
+use raidcore::pool::{DiskLabel, OpenError, PoolConfig, Role, read_label};
 use raidcore::raid::DiskState;
 use raidcore_hal::{BlockSize, ErrorKind};
 
@@ -80,6 +80,26 @@ pub fn scan_with(
         });
     }
     Ok((found, unusable))
+}
+
+/// Why no image of `found` (in `dir`) gave a pool: none holds a raidcore superblock, or they
+/// hold one of a format version this build does not read (named, so an operator knows it is
+/// the build, not the data).
+pub fn no_pool(dir: &Path, found: &mut [Found]) -> DirError {
+    let version = found
+        .iter_mut()
+        .find_map(|f| match read_label(&mut f.disk) {
+            Err(OpenError::UnknownVersion { version, .. }) => Some(version),
+            _ => None,
+        });
+    DirError::Invalid(match version {
+        Some(v) => format!(
+            "the images in {} were written by raidcore format version {v}, which this build \
+             does not read",
+            dir.display()
+        ),
+        None => format!("no image in {} holds a raidcore superblock", dir.display()),
+    })
 }
 
 /// The pool configuration to import with (`config`'s run-time policy, the fixed settings of

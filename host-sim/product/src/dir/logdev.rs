@@ -6,7 +6,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use raidcore::pool::{DiskLabel, LogDeviceState, Role};
+use raidcore::pool::{AdminError, DiskLabel, LogDeviceState, Role};
 
 use super::error::io_err;
 use super::layout::{DirMeta, write_meta};
@@ -35,6 +35,12 @@ impl<M: Members> PoolDir<M> {
         if self.members.read_only() {
             return Err(DirError::Invalid("the pool is open read-only".into()));
         }
+        let online = self.pool.status().log_device.map(|d| d.state);
+        if online == Some(LogDeviceState::Online) {
+            return Err(DirError::Admin(AdminError::LogDevicePresent));
+        }
+        check_log_device_path(&self.dir, path)?;
+        let made = !path.exists();
         let mut file = self.log_device_file(path, bytes)?;
         if let Ok(label) = raidcore::pool::read_label(&mut file)
             && !self.former_log_device(&label)
@@ -46,7 +52,20 @@ impl<M: Members> PoolDir<M> {
             )));
         }
         let disk = self.members.log_device(file, model)?;
-        self.pool.add_log_device(disk)?;
+        if let Err(e) = self.pool.add_log_device(disk) {
+            if made {
+                let _ = fs::remove_file(path);
+            }
+            return Err(match e {
+                AdminError::DiskMismatch => DirError::Invalid(format!(
+                    "{} is too small for a log device: it needs at least {} MiB (its labels \
+                     and a member's intent-log ring), or has blocks larger than 4 KiB",
+                    path.display(),
+                    ((2 + 8 + u64::from(self.pool.layout_zil_slots())) * 4096).div_ceil(1 << 20)
+                )),
+                e => DirError::Admin(e),
+            });
+        }
         let abs =
             fs::canonicalize(path).map_err(io_err(format!("resolving {}", path.display())))?;
         self.meta.log_device = Some(abs);
@@ -96,11 +115,42 @@ impl<M: Members> PoolDir<M> {
     }
 }
 
+/// Refuses a log device `path` that is an image of the pool in `dir` (`disk<N>.img` there):
+/// the images are the members', and the directory's commands would take the log device for a
+/// stale image.
+///
+/// Errors: [`DirError::Invalid`] naming the path.
+pub fn check_log_device_path(dir: &Path, path: &Path) -> Result<(), DirError> {
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    // Canonical where the directories exist (`create` makes the pool's), else as written.
+    let norm = |p: &Path| fs::canonicalize(p).or_else(|_| std::path::absolute(p));
+    let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
+    let parent = norm(parent.unwrap_or_else(|| Path::new(".")));
+    let inside = parent.ok().zip(norm(dir).ok()).is_some_and(|(p, d)| p == d);
+    if inside && name.starts_with("disk") && name.contains(".img") {
+        return Err(DirError::Invalid(format!(
+            "{}: the pool directory's disk<N>.img names are its images; put the log device \
+             elsewhere (on a faster device), or name it otherwise",
+            path.display()
+        )));
+    }
+    if path.is_dir() {
+        return Err(DirError::Invalid(format!(
+            "{} is a directory: the log device is a file",
+            path.display()
+        )));
+    }
+    Ok(())
+}
+
 /// Opens the log device the description `meta` names for an import, as `members` makes it;
-/// `None` when it names none or its file cannot be opened (the import then refuses the pool
+/// `None` when it names none or its file is not there (the import then refuses the pool
 /// unless forced, naming the device: [`raidcore::pool::OpenError::MissingLogDevice`]).
 ///
-/// Errors: [`DirError::Invalid`] for a block size or model the description gets wrong.
+/// Errors: [`DirError::Disk`] when the file is there and cannot be opened (permissions, a
+/// directory, another process holding it): a forced import would give up what it holds, so
+/// the cause is said instead; [`DirError::Invalid`] for a block size or model the
+/// description gets wrong.
 pub(crate) fn open_log_device<M: Members>(
     meta: &DirMeta,
     members: &mut M,
@@ -121,9 +171,10 @@ pub(crate) fn open_log_device<M: Members>(
     };
     match file {
         Ok(f) => members.log_device(f, meta.log_model.as_deref()).map(Some),
-        Err(e) => {
-            log::warn!("log device {}: {e}", path.display());
-            Ok(None)
-        }
+        Err(_) if !path.exists() => Ok(None),
+        Err(err) => Err(DirError::Disk {
+            path: path.clone(),
+            err,
+        }),
     }
 }

@@ -12,7 +12,7 @@ use std::path::Path;
 use raidcore::pool::{DiskLabel, ImportOptions, PoolConfig};
 use raidcore::raid::DiskState;
 
-use super::classify::{classify, newest_config, newest_of_main_pool, scan_with};
+use super::classify::{classify, newest_config, newest_of_main_pool, no_pool, scan_with};
 use super::layout::{LOCK_FILE, list_images, read_meta};
 use super::lock::in_use_message;
 use super::open::{import_error, leave_out_wrong_sizes, missing_meta, take_back_images};
@@ -75,17 +75,14 @@ pub fn look_with(dir: &Path, force: bool) -> Result<Look, DirError> {
     let lock = shared_lock(dir)?;
     let bs = meta.block_size()?;
     let numbers = list_images(dir)?;
-    let (found, unusable) = scan_with(dir, &numbers, bs, |p| FileDisk::open_read_only(p, bs))?;
+    let (mut found, unusable) = scan_with(dir, &numbers, bs, |p| FileDisk::open_read_only(p, bs))?;
     let mut images = classify(&found);
     images.extend(unusable);
     images.sort_by_key(|i| i.number);
     let newest = newest_of_main_pool(&found).cloned();
-    let (cfg, disks) = newest_config(&found, PoolConfig::default()).ok_or_else(|| {
-        DirError::Invalid(format!(
-            "no image in {} holds a raidcore superblock",
-            dir.display()
-        ))
-    })?;
+    let Some((cfg, disks)) = newest_config(&found, PoolConfig::default()) else {
+        return Err(no_pool(dir, &mut found));
+    };
     let (records, warning) = Records::load(dir);
     if let Some(w) = warning {
         log::warn!("{w}");

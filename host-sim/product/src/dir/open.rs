@@ -6,7 +6,7 @@ use std::path::Path;
 
 use raidcore::pool::{ImportOptions, ImportReport, OpenError, PoolConfig, Status};
 
-use super::classify::{classify, newest_config, scan, scan_with};
+use super::classify::{classify, newest_config, no_pool, scan, scan_with};
 use super::images::{failed_image_of_slot, is_failed_member_note};
 use super::layout::{DirMeta, LOCK_FILE, REPLACED_DIR, list_images, read_meta};
 use super::lock::lock_dir;
@@ -70,7 +70,7 @@ impl<M: Members> PoolDir<M> {
             )));
         }
         // Superblocks first, on the bare files: which images belong where.
-        let (found, unusable) = if members.read_only() {
+        let (mut found, unusable) = if members.read_only() {
             scan_with(dir, &numbers, bs, |p| FileDisk::open_read_only(p, bs))?
         } else {
             scan(dir, &numbers, bs, members.sync_on_flush())?
@@ -78,12 +78,9 @@ impl<M: Members> PoolDir<M> {
         let mut images = classify(&found);
         images.extend(unusable);
         images.sort_by_key(|i| i.number);
-        let (cfg, disks) = newest_config(&found, config).ok_or_else(|| {
-            DirError::Invalid(format!(
-                "no image in {} holds a raidcore superblock",
-                dir.display()
-            ))
-        })?;
+        let Some((cfg, disks)) = newest_config(&found, config) else {
+            return Err(no_pool(dir, &mut found));
+        };
         let order: Vec<usize> = found.iter().map(|f| f.number).collect();
         let guids: Vec<Option<u64>> = found
             .iter()
@@ -102,7 +99,7 @@ impl<M: Members> PoolDir<M> {
             rewind,
         };
         let (pool, import) = HostPool::import(disks_in_order, opts, mem).map_err(|e| match e {
-            OpenError::MissingLogDevice { .. } => missing_log_device(e, &meta),
+            OpenError::MissingLogDevice { .. } => missing_log_device(e, dir, &meta),
             e => import_error(e, &images, force, members.read_only()),
         })?;
         leave_out_wrong_sizes(&mut images, &import, &order);
@@ -123,15 +120,18 @@ impl<M: Members> PoolDir<M> {
 }
 
 /// The import's refusal `e` for a missing log device, naming the file the description names.
-fn missing_log_device(e: OpenError, meta: &DirMeta) -> DirError {
+fn missing_log_device(e: OpenError, dir: &Path, meta: &DirMeta) -> DirError {
     let Some(path) = &meta.log_device else {
         return DirError::Open(e);
     };
     DirError::Invalid(format!(
-        "opening the pool: its log device {} cannot be opened, and it may hold the last \
-         flushes: bring it back, or `raidcore import --force` to go on without it (the \
-         flushes only it held are lost; the pool records it failed)",
-        path.display()
+        "opening the pool: its log device {} is missing, or is not the one the pool names \
+         (another pool's, an older or a shortened copy), and it may hold the last flushes: \
+         bring it back, or \
+         `raidcore import --dir {} --force` to go on without it (the flushes only it held are \
+         lost; the pool records it failed)",
+        path.display(),
+        dir.display()
     ))
 }
 

@@ -174,6 +174,18 @@ impl DirStatus {
             .collect();
         let dir = &self.dir;
         match self.health.as_str() {
+            // Before anything else: the pool does not open at all.
+            _ if self.log_device.as_ref().is_some_and(|d| d.state == "missing") => {
+                (
+                    Some("The log device cannot be opened: the pool does not open without it \
+                          (it may hold the last flushes)."
+                        .into()),
+                    Some(format!(
+                        "Bring its file back, or `raidcore import --dir {dir} --force` to go on \
+                         without it (the flushes only it held are lost)."
+                    )),
+                )
+            }
             "faulted" => {
                 let mut out = failed.clone();
                 out.extend(&rebuilding);
@@ -229,20 +241,10 @@ impl DirStatus {
                 )),
                 Some("Restore those blocks from a backup; writing them again clears the error.".into()),
             ),
-            _ if self.log_device.as_ref().is_some_and(|d| d.state == "missing") => {
-                (
-                    Some("The log device cannot be opened: the pool does not open without it \
-                          (it may hold the last flushes)."
-                        .into()),
-                    Some(format!(
-                        "Bring its file back, or `raidcore import --dir {dir} --force` to go on \
-                         without it (the flushes only it held are lost)."
-                    )),
-                )
-            }
             _ if self.log_device.as_ref().is_some_and(|d| d.state != "online") => (
-                Some("The log device failed: flushes are logged on the members again (nothing \
-                      was lost), and wait for them."
+                Some("The log device failed: flushes are logged on the members again, and wait \
+                      for them. (Failed under I/O, it lost nothing; a forced import without it \
+                      lost the flushes only it held: see `raidcore events`.)"
                     .into()),
                 Some(format!(
                     "`raidcore log remove --dir {dir}`, then `raidcore log add --dir {dir} \
