@@ -83,7 +83,9 @@ budget)
   printf 'RP2040 pool:  %6d B arena (Pool::memory_bytes of raidcore_board::pico)\n' "$arena"
   fw=raidcore_fw_rp_pico
   main=$(frame "$elf" "${fw}18__cortex_m_rt_main")
-  import=$(frame "$elf" "${fw}6import")
+  # The core's Pool::import, when the compiler keeps it out of the firmware's `import`
+  # (its frame holds the pool value as it moves through results).
+  import=$(($(frame "$elf" "${fw}6import") + $(frame "$elf" 'raidcore4pool6import67.*6import17')))
   create=$(($(frame "$elf" "${fw}12create_blank") + $(frame "$elf" "${fw}6create")))
   need=$((main + (import > create ? import : create) + CALLEE_STACK))
   printf 'RP2040 RAM:   %6d B static (.data + .bss + .uninit) of %d B; stack room %d B\n' \
