@@ -56,6 +56,7 @@ impl<M: Members> PoolDir<M> {
             if made {
                 let _ = fs::remove_file(path);
             }
+            // Slots: two superblocks, eight root slots, a member's intent-log area.
             return Err(match e {
                 AdminError::DiskMismatch => DirError::Invalid(format!(
                     "{} is too small for a log device: it needs at least {} MiB (its labels \
